@@ -1,0 +1,89 @@
+"""Where kernels run: a CUDA GPU, or the Triton interpreter on the CPU.
+
+The interpreter is chosen by TRITON_INTERPRET=1, which Triton reads when it is first
+imported, so :func:`select` must run before anything imports triton.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import sys
+
+from harness.errors import UsageError
+
+BACKENDS = ("auto", "cuda", "interpreter")
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    name: str  # "cuda" | "interpreter"
+    device: str  # torch device string: "cuda" | "cpu"
+
+    @property
+    def is_interpreter(self) -> bool:
+        return self.name == "interpreter"
+
+    def describe(self) -> dict:
+        """What every report records about where it ran."""
+        import torch
+        import triton
+
+        if self.name == "cuda":
+            device_name = torch.cuda.get_device_name(torch.cuda.current_device())
+        else:
+            device_name = f"CPU ({platform.processor() or platform.machine()}, Triton interpreter)"
+        return {
+            "backend": self.name,
+            "device": device_name,
+            "versions": {
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+                "triton": triton.__version__,
+                "hypothesis": _version("hypothesis"),
+                "cuda": torch.version.cuda,
+            },
+        }
+
+
+def _version(module: str) -> str | None:
+    try:
+        return __import__(module).__version__
+    except Exception:  # a missing optional package only leaves a blank in the report
+        return None
+
+
+def _gpu_visible() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.device_count() > 0
+
+
+def select(name: str) -> Backend:
+    """Resolve ``auto|cuda|interpreter`` and prepare the process for it."""
+    if name not in BACKENDS:
+        raise UsageError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
+    interpret_requested = os.environ.get("TRITON_INTERPRET") == "1"
+    if name == "auto":
+        name = "interpreter" if interpret_requested or not _gpu_visible() else "cuda"
+    if name == "cuda":
+        if interpret_requested:
+            raise UsageError("--backend cuda conflicts with TRITON_INTERPRET=1 in the environment; unset it")
+        if not _gpu_visible():
+            raise UsageError("--backend cuda: no CUDA GPU is visible to torch; use --backend interpreter or auto")
+        return Backend("cuda", "cuda")
+    if "triton" in sys.modules and not interpret_requested:
+        raise UsageError(
+            "the Triton interpreter must be chosen before triton is imported; "
+            "run with --backend interpreter from a fresh process or set TRITON_INTERPRET=1"
+        )
+    os.environ["TRITON_INTERPRET"] = "1"
+    return Backend("interpreter", "cpu")
+
+
+def current() -> Backend:
+    """The backend this process was prepared for (the interpreter if TRITON_INTERPRET=1)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return Backend("interpreter", "cpu")
+    return Backend("cuda", "cuda")

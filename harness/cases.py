@@ -1,0 +1,85 @@
+"""A case: one input configuration of one op, with a stable id and a one-line repro.
+
+The id lists the op then its parameters in the op's order, e.g.
+``rmsnorm:M=17,N=257,dtype=float16,layout=transposed,values=normal,eps=1e-06,seed=7``.
+It is the pytest id, the report key and the ``--case`` argument that re-runs the case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from typing import Any
+
+from harness.errors import UsageError
+
+Scalar = int | float | str
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    op: str
+    params: tuple[tuple[str, Scalar], ...]
+
+    @classmethod
+    def of(cls, op: str, **params: Scalar) -> "Case":
+        for key, value in params.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise TypeError(f"case parameter {key}={value!r}: only int, float and str are allowed")
+            if isinstance(value, str) and any(c in value for c in ",=: '\""):
+                raise ValueError(f"case parameter {key}={value!r} must not contain , = : quotes or spaces")
+        return cls(op, tuple(params.items()))
+
+    def __getitem__(self, key: str) -> Scalar:
+        for k, v in self.params:
+            if k == key:
+                return v
+        raise KeyError(f"case {self.id} has no parameter {key!r}")
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}:" + ",".join(f"{k}={_fmt(v)}" for k, v in self.params)
+
+    def __str__(self) -> str:
+        return self.id
+
+    @classmethod
+    def parse(cls, text: str) -> "Case":
+        op, sep, rest = text.partition(":")
+        if not sep or not op:
+            raise UsageError(f"case id {text!r} must look like 'OP:key=value,key=value'")
+        params = []
+        for part in filter(None, rest.split(",")):
+            key, eq, value = part.partition("=")
+            if not eq or not key:
+                raise UsageError(f"case id {text!r}: parameter {part!r} must look like key=value")
+            params.append((key, _parse_scalar(value)))
+        return cls(op, tuple(params))
+
+
+def _fmt(v: Scalar) -> str:
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def _parse_scalar(text: str) -> Scalar:
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def repro_command(case: Case, *, kernel: str, backend: str, plugins: tuple[str, ...] = ()) -> str:
+    """The one-line command that re-runs exactly this case for this kernel."""
+    words = ["python", "-m", "harness", "verify", "--op", case.op, "--select", kernel, "--case", case.id]
+    words += ["--backend", backend]
+    for p in plugins:
+        words += ["--plugin", p]
+    return shlex.join(words)

@@ -1,0 +1,121 @@
+"""Compare an actual tensor with the expected one: compute, describe, return a record.
+
+:func:`compare` never raises; reports and tests read the :class:`Comparison` it returns.
+Shape is checked before values; non-finite values must sit exactly where the expected
+tensor has them (NaN where NaN, +inf where +inf, -inf where -inf).
+
+Allowed error per element: ``atol + rtol * max(|expected|, magnitude)``. ``magnitude`` is
+optional and comes from the oracle: the size of the terms a formula subtracts or sums
+(for RMSNorm's dx, |r*u| + |x*r^3*mean(u*x)|). Where those terms cancel, no fp32 kernel can
+be closer to the result than a few ulps *of the terms*, so rtol is applied to them; where
+nothing cancels, magnitude <= |expected| and the rule is torch.allclose's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+
+@dataclasses.dataclass
+class Comparison:
+    passed: bool
+    atol: float
+    rtol: float
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    err_ratio: float | None = None  # worst |err| / allowed; <= 1 passes
+    mismatched: int = 0
+    numel: int = 0
+    worst_index: list[int] | None = None
+    nonfinite_mismatched: int = 0
+    message: str = ""
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.3g}"
+
+
+def compare(
+    actual: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: float, magnitude: torch.Tensor | None = None
+) -> Comparison:
+    """allclose with diagnostics. ``expected`` should already be rounded to the output dtype."""
+    try:
+        return _compare(actual, expected, atol=atol, rtol=rtol, magnitude=magnitude)
+    except Exception as exc:  # a record, never an exception: a broken output is a failed check
+        return Comparison(False, atol, rtol, message=f"comparison failed: {type(exc).__name__}: {exc}")
+
+
+def _compare(actual, expected, *, atol: float, rtol: float, magnitude) -> Comparison:
+    if not isinstance(actual, torch.Tensor):
+        return Comparison(False, atol, rtol, message=f"expected a tensor, got {type(actual).__name__}")
+    if tuple(actual.shape) != tuple(expected.shape):
+        return Comparison(
+            False, atol, rtol, message=f"shape mismatch: got {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+        )
+    a = actual.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    numel = e.numel()
+    if numel == 0:
+        return Comparison(True, atol, rtol, 0.0, 0.0, 0.0, 0, 0, None, 0, "empty tensors")
+
+    e_finite = torch.isfinite(e)
+    a_finite = torch.isfinite(a)
+    same_nonfinite = (torch.isnan(a) & torch.isnan(e)) | (~e_finite & ~torch.isnan(e) & (a == e))
+    nonfinite_bad = (~e_finite & ~same_nonfinite) | (e_finite & ~a_finite)
+
+    both = e_finite & a_finite
+    diff = torch.where(both, (a - e).abs(), torch.zeros_like(a))
+    scale = e.abs().where(e_finite, torch.zeros_like(e))
+    if magnitude is not None:
+        m = magnitude.detach().to("cpu", torch.float64).expand_as(e)
+        scale = torch.maximum(scale, m.where(torch.isfinite(m), torch.zeros_like(m)))
+    allowed = atol + rtol * scale
+    bad = nonfinite_bad | (both & (diff > allowed))
+    ratio = torch.where(both, diff / allowed, torch.zeros_like(diff))
+    ratio = torch.where(nonfinite_bad, torch.full_like(ratio, math.inf), ratio)
+
+    rel = torch.where(both & (e != 0), diff / e.abs(), torch.zeros_like(diff))
+    rel = torch.where(both & (e == 0) & (diff > 0), torch.full_like(rel, math.inf), rel)
+
+    flat = int(torch.argmax(ratio).item())
+    worst = [int(i) for i in torch.unravel_index(torch.tensor(flat), e.shape)] if e.dim() else []
+    mismatched = int(bad.sum().item())
+    nonfinite_mismatched = int(nonfinite_bad.sum().item())
+    max_abs = float(diff.max().item())
+    max_rel = float(rel.max().item())
+    err_ratio = float(ratio.max().item())
+    passed = mismatched == 0
+
+    if passed:
+        message = f"max abs {_fmt(max_abs)}, max rel {_fmt(max_rel)}, {_fmt(err_ratio)} of the allowed error"
+    else:
+        at = tuple(worst)
+        lines = [f"Mismatched elements: {mismatched} / {numel} ({100.0 * mismatched / numel:.1f}%)"]
+        if nonfinite_mismatched:
+            lines.append(f"Non-finite mismatches: {nonfinite_mismatched} (NaN/Inf where the oracle has none, or the reverse)")
+        lines.append(
+            f"Worst element at index {at}: got {a.reshape(-1)[flat].item():.6g}, expected {e.reshape(-1)[flat].item():.6g} "
+            f"(allowed {allowed.reshape(-1)[flat].item():.3g} = {atol:g} + {rtol:g} * "
+            f"{'max(|expected|, term magnitude)' if magnitude is not None else '|expected|'})"
+        )
+        lines.append(f"Greatest absolute difference: {_fmt(max_abs)} (up to {atol:g} allowed)")
+        lines.append(f"Greatest relative difference: {_fmt(max_rel)} (up to {rtol:g} allowed)")
+        message = "\n".join(lines)
+    return Comparison(
+        passed, atol, rtol, max_abs, max_rel, err_ratio, mismatched, numel, worst, nonfinite_mismatched, message
+    )
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, int]:
+    """Whether two tensors hold the same bits (NaNs included); returns (equal, differing elements)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False, max(a.numel(), b.numel())
+    if a.numel() == 0:
+        return True, 0
+    ai = a.detach().contiguous().view(torch.uint8).reshape(a.numel(), -1)
+    bi = b.detach().contiguous().view(torch.uint8).reshape(b.numel(), -1)
+    differing = int((ai != bi).any(dim=1).sum().item())
+    return differing == 0, differing

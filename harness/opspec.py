@@ -1,0 +1,73 @@
+"""What an op must provide to be verified: the interface every ``properties/ops/*.py`` implements.
+
+An op is a math contract. Its spec builds inputs for a case, evaluates the float64 oracle,
+and says which gradients exist. The engine does the rest, identically for every op.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import torch
+
+from harness import tolerances
+from harness.cases import Case
+
+
+@dataclasses.dataclass
+class OpInputs:
+    """Kernel arguments for one case and what the checks need to know about them."""
+
+    args: tuple[Any, ...]  # positional arguments of the kernel, in the op's signature order
+    grad_wrt: tuple[int, ...]  # positions in ``args`` whose gradients are checked
+    upstream: torch.Tensor | None  # gradient of the loss with respect to the output
+    dtype: torch.dtype  # dtype the tolerance table is read for
+    layout: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Meta:
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+class OpSpec:
+    """Base class of op specs. Subclasses set the class attributes and implement the methods."""
+
+    name: str = ""
+    signature: str = ""  # human description of the kernel signature
+    forward_check: str = "forward"
+    grad_checks: tuple[str, ...] = ()  # one check name per position in OpInputs.grad_wrt
+
+    def floor_cases(self, *, backend: str) -> Sequence[Case]:
+        """Cases that always run, before the generated ones (the regression floor)."""
+        raise NotImplementedError
+
+    def case_strategy(self, *, backend: str):
+        """A hypothesis strategy of Case objects."""
+        raise NotImplementedError
+
+    def make_inputs(self, case: Case, device: str) -> OpInputs:
+        """Deterministic inputs for ``case`` (all randomness from the case's seed)."""
+        raise NotImplementedError
+
+    def oracle(self, inputs: OpInputs) -> dict[str, torch.Tensor]:
+        """float64 values keyed by check name: the forward output and each gradient.
+
+        Optionally ``"<check>_magnitude"``: the size of the terms that formula cancels or sums,
+        against which rtol is applied where it exceeds |expected| (see harness.compare).
+        """
+        raise NotImplementedError
+
+    def forward_meta(self, inputs: OpInputs) -> Meta:
+        """Shape and dtype the forward output must have."""
+        raise NotImplementedError
+
+    def check_name(self, check: str, case: Case) -> str:
+        """Name under which a value check is recorded; an op may single out special cases."""
+        return check
+
+    def tolerance(self, check: str, case: Case, dtype: torch.dtype) -> tolerances.Tolerance:
+        """Allowed error for one value check. Overrides must set atol and rtol and say why."""
+        return tolerances.for_dtype(dtype)

@@ -1,0 +1,44 @@
+"""The record of one check on one case: what compare() found, plus where it came from.
+
+Reports and tests read these records and nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+CHECKS_COMMON = ("inputs_unchanged", "output_meta", "contract", "repeatable", "crash")
+
+
+@dataclasses.dataclass
+class CaseRecord:
+    op: str
+    kernel: str
+    check: str
+    case_id: str
+    shape: list[list[int]]  # shape of each tensor input, in argument order
+    dtype: str
+    layout: str
+    passed: bool
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    mismatched: int | None = None
+    worst_index: list[int] | None = None
+    repro: str = ""
+    # extensions
+    err_ratio: float | None = None
+    numel: int | None = None
+    message: str = ""
+    phase: str = "floor"  # floor | generated | shrunk | explicit
+    seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CaseRecord":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

@@ -1,0 +1,252 @@
+"""Ops, kernels and mutants. Decorators only record metadata; the registry collects it.
+
+Data flow of the harness: registry -> cases -> run -> compare -> record -> report.
+This module is the first step: it knows *what* can be verified, nothing about how.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import importlib
+import inspect
+import pkgutil
+from typing import Any, Callable, Iterable
+
+import torch
+
+from harness.errors import RegistryError
+
+KERNEL_KINDS = ("kernel", "mutant")
+
+
+@dataclasses.dataclass(frozen=True)
+class Contract:
+    """The inputs a kernel promises to handle. ``None`` means no limit.
+
+    ``dtypes`` bounds the dtype of the first input, ``max_n`` its last dimension,
+    ``contiguous=True`` puts non-contiguous tensor inputs outside the contract.
+    ``deterministic=False`` lets two identical runs differ (atomics): the
+    ``repeatable`` check then reports the difference without failing.
+    """
+
+    dtypes: tuple[torch.dtype, ...] | None = None
+    max_n: int | None = None
+    contiguous: bool = False
+    deterministic: bool = True
+
+    def __post_init__(self) -> None:
+        if self.dtypes is not None:
+            dtypes = tuple(self.dtypes) if not isinstance(self.dtypes, torch.dtype) else (self.dtypes,)
+            bad = [d for d in dtypes if not isinstance(d, torch.dtype)]
+            if bad or not dtypes:
+                raise RegistryError(
+                    f"Contract(dtypes=...) takes a non-empty tuple of torch dtypes, got {self.dtypes!r}; "
+                    "write e.g. dtypes=(torch.float32, torch.float16)"
+                )
+            object.__setattr__(self, "dtypes", dtypes)
+        if self.max_n is not None and (not isinstance(self.max_n, int) or isinstance(self.max_n, bool) or self.max_n < 1):
+            raise RegistryError(f"Contract(max_n=...) must be a positive int or None, got {self.max_n!r}")
+
+    def violations(self, args: Iterable[Any]) -> list[str]:
+        """Why these kernel arguments fall outside the contract (empty list: inside)."""
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors:
+            return []
+        first = tensors[0]
+        reasons = []
+        if self.dtypes is not None and first.dtype not in self.dtypes:
+            names = ", ".join(str(d).removeprefix("torch.") for d in self.dtypes)
+            reasons.append(f"dtype {str(first.dtype).removeprefix('torch.')} not in ({names})")
+        if self.max_n is not None and first.dim() > 0 and first.shape[-1] > self.max_n:
+            reasons.append(f"last dimension {first.shape[-1]} > max_n={self.max_n}")
+        if self.contiguous:
+            strided = [i for i, t in enumerate(tensors) if not t.is_contiguous()]
+            if strided:
+                reasons.append(f"non-contiguous tensor input(s) at position(s) {strided} with contiguous=True")
+        return reasons
+
+    def describe(self) -> str:
+        parts = []
+        if self.dtypes is not None:
+            parts.append("dtypes=" + "/".join(str(d).removeprefix("torch.") for d in self.dtypes))
+        if self.max_n is not None:
+            parts.append(f"max_n={self.max_n}")
+        if self.contiguous:
+            parts.append("contiguous")
+        if not self.deterministic:
+            parts.append("nondeterministic")
+        return ", ".join(parts) or "unrestricted"
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelEntry:
+    """One registered implementation of an op: a kernel under test or a mutant."""
+
+    op: str
+    name: str
+    fn: Callable[..., Any]
+    contract: Contract
+    kind: str  # "kernel" | "mutant"
+    origin: str  # "project" | "plugin" | "catalog" | "generated"
+    defined_at: str  # file:line of the definition, for error messages
+    plugin: str | None = None  # plugin file that registered it, for repro commands
+    description: str = ""
+    meta: dict = dataclasses.field(default_factory=dict)  # mutants: operator, location, diff
+
+
+class Registry:
+    """Holds the ops (their specs), and the kernels and mutants registered for them."""
+
+    def __init__(self) -> None:
+        self.ops: dict[str, Any] = {}
+        self.entries: dict[tuple[str, str], KernelEntry] = {}
+        self._loading_plugin: str | None = None
+
+    # --- ops -------------------------------------------------------------------------
+    def add_op(self, spec: Any) -> Any:
+        name = getattr(spec, "name", None)
+        if not isinstance(name, str) or not name:
+            raise RegistryError(f"an op spec needs a non-empty string 'name', got {name!r}")
+        if name in self.ops and type(self.ops[name]) is not type(spec):
+            raise RegistryError(f"op {name!r} is registered twice: {_where(type(self.ops[name]))} and {_where(type(spec))}")
+        self.ops[name] = spec
+        return spec
+
+    def op(self, name: str) -> Any:
+        load_builtin_ops()
+        if name not in self.ops:
+            raise RegistryError(f"unknown op {name!r}; known ops: {', '.join(sorted(self.ops)) or 'none'}")
+        return self.ops[name]
+
+    # --- kernels and mutants ---------------------------------------------------------
+    def add(self, entry: KernelEntry) -> KernelEntry:
+        load_builtin_ops()
+        if entry.op not in self.ops:
+            raise RegistryError(
+                f"{entry.kind} {entry.name!r} ({entry.defined_at}) names unknown op {entry.op!r}; "
+                f"known ops: {', '.join(sorted(self.ops))}"
+            )
+        key = (entry.op, entry.name)
+        if key in self.entries:
+            old = self.entries[key]
+            if old.defined_at == entry.defined_at and old.origin == entry.origin:
+                self.entries[key] = entry  # the same definition imported twice
+                return entry
+            raise RegistryError(
+                f"duplicate name {entry.name!r} for op {entry.op!r}: defined at {old.defined_at} "
+                f"({old.kind}) and at {entry.defined_at} ({entry.kind}); give one of them another name=..."
+            )
+        self.entries[key] = entry
+        return entry
+
+    def select(self, *, op: str | None = None, kind: str = "kernel", pattern: str = "*") -> list[KernelEntry]:
+        """Entries of one kind, filtered by op and by a glob on their names, in a stable order."""
+        return sorted(
+            (
+                e
+                for e in self.entries.values()
+                if e.kind == kind and (op is None or e.op == op) and fnmatch.fnmatchcase(e.name, pattern)
+            ),
+            key=lambda e: (e.op, e.name),
+        )
+
+    def get(self, op: str, name: str) -> KernelEntry:
+        try:
+            return self.entries[(op, name)]
+        except KeyError:
+            known = ", ".join(sorted(n for (o, n) in self.entries if o == op)) or "none"
+            raise RegistryError(f"no kernel or mutant named {name!r} for op {op!r}; registered: {known}") from None
+
+
+REGISTRY = Registry()
+
+
+def _where(obj: Any) -> str:
+    try:
+        target = inspect.unwrap(obj)
+        file = inspect.getsourcefile(target) or "?"
+        line = inspect.getsourcelines(target)[1]
+        return f"{file}:{line}"
+    except (TypeError, OSError):
+        return repr(obj)
+
+
+def _decorator(op: str, name: str | None, contract: Contract | None, kind: str, origin: str | None, description: str, meta: dict | None):
+    if not isinstance(op, str):
+        raise RegistryError(f"the first argument is the op name (a string), got {op!r}")
+    if contract is not None and not isinstance(contract, Contract):
+        raise RegistryError(f"contract must be a harness.Contract, got {type(contract).__name__}")
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(fn):
+            raise RegistryError(f"register_{kind} decorates a callable, got {fn!r}")
+        plugin = REGISTRY._loading_plugin
+        entry = KernelEntry(
+            op=op,
+            name=name or fn.__name__,
+            fn=fn,
+            contract=contract or Contract(),
+            kind=kind,
+            origin=origin or ("plugin" if plugin else "project"),
+            defined_at=_where(fn),
+            plugin=plugin,
+            description=description or (inspect.getdoc(fn) or "").split("\n")[0],
+            meta=dict(meta or {}),
+        )
+        REGISTRY.add(entry)
+        return fn
+
+    return wrap
+
+
+def register_kernel(op: str, *, name: str | None = None, contract: Contract | None = None, description: str = ""):
+    """Register a kernel under test for ``op``. ``verify`` runs every registered kernel."""
+    return _decorator(op, name, contract, "kernel", None, description, None)
+
+
+def register_mutant(
+    op: str,
+    *,
+    name: str | None = None,
+    contract: Contract | None = None,
+    description: str = "",
+    origin: str | None = None,
+    meta: dict | None = None,
+):
+    """Register a deliberately broken kernel that the harness is expected to catch.
+
+    ``verify`` never runs mutants; ``mutate`` does.
+    """
+    return _decorator(op, name, contract, "mutant", origin, description, meta)
+
+
+def register_op(spec_cls: type) -> type:
+    """Class decorator for an op spec (see harness.opspec.OpSpec); instantiates and records it."""
+    REGISTRY.add_op(spec_cls())
+    return spec_cls
+
+
+_BUILTINS_LOADED = False
+
+
+def load_builtin_ops() -> None:
+    """Import every op spec under ``properties/ops/``: adding an op means adding a file there."""
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
+        return
+    _BUILTINS_LOADED = True
+    _import_package("properties.ops")
+
+
+def load_project_kernels() -> None:
+    """Import every module of the ``kernels`` package; each registers its kernels."""
+    load_builtin_ops()
+    _import_package("kernels")
+
+
+def _import_package(package: str) -> None:
+    pkg = importlib.import_module(package)
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{package}.{info.name}")

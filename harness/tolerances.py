@@ -1,0 +1,44 @@
+"""The one table of allowed errors, per dtype of the compared output.
+
+A value passes when ``|actual - expected| <= atol + rtol * |expected|`` (torch.allclose's
+rule), ``expected`` being the float64 oracle rounded to the output's dtype.
+
+Reasoning per row:
+- float32: the Italian seed's figures. An fp32 row reduction of length N typically loses
+  about sqrt(N) * 6e-8 relative (5e-6 at N=8192), far inside rtol 1e-4.
+- float16: the seed's atol = rtol = 3e-3, about three fp16 ulps at 1.0 (ulp = 2^-10):
+  half an ulp from the oracle's rounding, half from the kernel's, the rest fp32 arithmetic.
+- bfloat16: one bf16 ulp at 1.0 is 2^-7 = 7.8e-3. The Triton interpreter truncates
+  fp32 -> bf16 instead of rounding (up to one whole ulp), and the oracle's own rounding
+  adds half an ulp, so two ulps, 1.6e-2, is the smallest bound that covers both.
+- float64: outputs computed in double (only the oracles' own self-tests use it).
+An override must give both atol and rtol and say why (see OpSpec.tolerance).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    atol: float
+    rtol: float
+    why: str = ""
+
+
+TABLE: dict[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(1e-5, 1e-4, "Italian seed, fp32"),
+    torch.float16: Tolerance(3e-3, 3e-3, "Italian seed, fp16: about 3 ulps at 1.0"),
+    torch.bfloat16: Tolerance(1.6e-2, 1.6e-2, "2 bf16 ulps at 1.0: interpreter truncation + oracle rounding"),
+    torch.float64: Tolerance(1e-10, 1e-9, "double arithmetic"),
+}
+
+
+def for_dtype(dtype: torch.dtype) -> Tolerance:
+    try:
+        return TABLE[dtype]
+    except KeyError:
+        raise KeyError(f"no tolerance for dtype {dtype}; add a row to harness/tolerances.py TABLE") from None

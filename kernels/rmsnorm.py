@@ -1,0 +1,214 @@
+"""RMSNorm in Triton, forward and backward, after the Italian seed, with its named extensions.
+
+    r = 1 / sqrt(mean(x^2) + eps)            one fp32 value per row, saved for backward
+    y = x * r * gamma
+
+Backward, with u = dy * gamma (derivation: d r / d x_i = -x_i r^3 / N):
+
+    dx     = r * u - x * r^3 * mean(u * x)   mean over the N columns of the row
+    dgamma = sum over rows of dy * x * r     a sum over rows, never a mean
+
+Layout of the work: the forward runs one program per row with BLOCK = next_power_of_2(N)
+columns and masks for the BLOCK - N padding lanes; every load is upcast to fp32 before
+any arithmetic (this is also what keeps bf16 right in the Triton interpreter). The backward
+runs programs over contiguous blocks of rows; each writes dx for its rows and one private
+row of fp32 partial dgamma sums (no atomics), which a second kernel reduces over programs.
+With one row per program this is exactly the seed's per-row scheme.
+
+Contract (checked before any output is allocated): x [M, N] and gamma [N] of one dtype among
+fp32/fp16/bf16, on one device, any strides, 1 <= N <= 65536, eps a finite float > 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+from torch.autograd.function import once_differentiable
+
+from harness import Contract, register_kernel
+
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+MAX_N = 65536
+CALLS = {"forward": 0, "backward": 0}
+
+
+@triton.jit
+def _rmsnorm_forward(
+    X,  # [M, N] input, strides (stride_xm, stride_xn)
+    G,  # [N] gamma, stride stride_g
+    Y,  # [M, N] output, contiguous
+    RSTD,  # [M] fp32, 1 / rms of each row, for the backward
+    stride_xm,
+    stride_xn,
+    stride_g,
+    N,
+    eps,
+    BLOCK: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(X + row * stride_xm + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + cols * stride_g, mask=mask, other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
+    tl.store(Y + row * N + cols, (x * rstd * g).to(Y.dtype.element_ty), mask=mask)
+    tl.store(RSTD + row, rstd)
+
+
+@triton.jit
+def _rmsnorm_backward(
+    X,  # [M, N] input, strides (stride_xm, stride_xn)
+    G,  # [N] gamma, stride stride_g
+    DY,  # [M, N] upstream gradient, strides (stride_dym, stride_dyn)
+    RSTD,  # [M] fp32 from the forward
+    DX,  # [M, N] output, contiguous
+    PARTIAL,  # [programs, N] fp32, one private row of dgamma partial sums per program
+    M,
+    N,
+    stride_xm,
+    stride_xn,
+    stride_g,
+    stride_dym,
+    stride_dyn,
+    rows_per_program,
+    BLOCK: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    g = tl.load(G + cols * stride_g, mask=mask, other=0.0).to(tl.float32)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    first = pid.to(tl.int64) * rows_per_program
+    last = tl.minimum(first + rows_per_program, M)
+    for row in range(first, last):
+        x = tl.load(X + row * stride_xm + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(DY + row * stride_dym + cols * stride_dyn, mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.load(RSTD + row)
+        u = dy * g
+        mean_ux = tl.sum(u * x, axis=0) / N
+        dx = rstd * u - x * (rstd * rstd * rstd) * mean_ux
+        tl.store(DX + row * N + cols, dx.to(DX.dtype.element_ty), mask=mask)
+        acc += dy * x * rstd
+    tl.store(PARTIAL + pid.to(tl.int64) * N + cols, acc, mask=mask)
+
+
+@triton.jit
+def _sum_partials(
+    PARTIAL,  # [P, N] fp32, contiguous
+    OUT,  # [N] dgamma, in gamma's dtype
+    P,
+    N,
+    BLOCK_P: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for start in range(0, P, BLOCK_P):
+        rows = start + tl.arange(0, BLOCK_P)
+        mask = (rows[:, None] < P) & (cols[None, :] < N)
+        block = tl.load(PARTIAL + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
+        acc += tl.sum(block, axis=0)
+    tl.store(OUT + cols, acc.to(OUT.dtype.element_ty), mask=cols < N)
+
+
+def _num_warps(block: int) -> int:
+    return 4 if block <= 1024 else 8 if block <= 4096 else 16
+
+
+def _programs_for(m: int, device: torch.device) -> int:
+    if device.type == "cuda":
+        return max(1, min(m, 4 * torch.cuda.get_device_properties(device).multi_processor_count))
+    return max(1, min(m, 16))  # the interpreter runs programs one after another
+
+
+def check_contract(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> None:
+    """Raise before anything is allocated or written if the inputs are outside the contract."""
+    if not isinstance(x, torch.Tensor) or not isinstance(gamma, torch.Tensor):
+        raise TypeError(f"x and gamma must be tensors, got {type(x).__name__} and {type(gamma).__name__}")
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D [M, N], got shape {tuple(x.shape)}; reshape it to (-1, N) first")
+    n = x.shape[1]
+    if gamma.dim() != 1 or gamma.shape[0] != n:
+        raise ValueError(f"gamma must have shape ({n},) to match x's last dimension, got {tuple(gamma.shape)}")
+    if x.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"x has dtype {x.dtype}; this kernel supports float32, float16 and bfloat16: cast x first")
+    if gamma.dtype != x.dtype:
+        raise TypeError(f"gamma has dtype {gamma.dtype} but x has {x.dtype}; cast gamma to {x.dtype}")
+    if x.device != gamma.device:
+        raise ValueError(f"x is on {x.device} but gamma on {gamma.device}; move both to one device")
+    interpreting = os.environ.get("TRITON_INTERPRET") == "1"
+    if x.device.type != "cuda" and not (interpreting and x.device.type == "cpu"):
+        raise ValueError(f"x is on {x.device}: run on a CUDA device, or on the CPU with TRITON_INTERPRET=1")
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps <= 0:
+        raise ValueError(f"eps must be a finite number > 0, got {eps!r}; the usual value is 1e-6")
+    if not 1 <= n <= MAX_N:
+        raise ValueError(f"N = {n} is outside 1..{MAX_N}: a row must fit one program's block")
+
+
+def _forward(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    m, n = x.shape
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    rstd = torch.empty(m, dtype=torch.float32, device=x.device)
+    if m:
+        block = triton.next_power_of_2(n)
+        _rmsnorm_forward[(m,)](
+            x, gamma, y, rstd, x.stride(0), x.stride(1), gamma.stride(0), n, float(eps),
+            BLOCK=block, num_warps=_num_warps(block),
+        )
+    return y, rstd
+
+
+def _backward(x, gamma, dy, rstd) -> tuple[torch.Tensor, torch.Tensor]:
+    m, n = x.shape
+    if tuple(dy.shape) != (m, n) or dy.device != x.device:
+        raise ValueError(f"dy must have shape {(m, n)} on {x.device}, got {tuple(dy.shape)} on {dy.device}")
+    dx = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    dgamma = torch.empty(n, dtype=gamma.dtype, device=x.device)
+    if m == 0:
+        return dx, dgamma.zero_()
+    programs = _programs_for(m, x.device)
+    rows_per_program = triton.cdiv(m, programs)
+    programs = triton.cdiv(m, rows_per_program)
+    partial = torch.empty((programs, n), dtype=torch.float32, device=x.device)
+    block = triton.next_power_of_2(n)
+    _rmsnorm_backward[(programs,)](
+        x, gamma, dy, rstd, dx, partial, m, n,
+        x.stride(0), x.stride(1), gamma.stride(0), dy.stride(0), dy.stride(1), rows_per_program,
+        BLOCK=block, num_warps=_num_warps(block),
+    )
+    block_n = min(triton.next_power_of_2(n), 128)
+    _sum_partials[(triton.cdiv(n, block_n),)](partial, dgamma, programs, n, BLOCK_P=32, BLOCK_N=block_n)
+    return dx, dgamma
+
+
+class RMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, gamma, eps):
+        y, rstd = _forward(x, gamma, eps)
+        ctx.save_for_backward(x, gamma, rstd)
+        CALLS["forward"] += 1
+        return y
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        x, gamma, rstd = ctx.saved_tensors
+        dx, dgamma = _backward(x, gamma, dy, rstd)
+        CALLS["backward"] += 1
+        return dx, dgamma, None
+
+
+@register_kernel(
+    "rmsnorm",
+    name="triton_rmsnorm",
+    contract=Contract(dtypes=SUPPORTED_DTYPES, max_n=MAX_N),
+    description="the project's Triton RMSNorm (seed design, any strides, bf16, N up to 65536)",
+)
+def rmsnorm(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """y = x / sqrt(mean(x^2) + eps) * gamma over the last dimension of a 2-D x."""
+    check_contract(x, gamma, eps)
+    return RMSNormFunction.apply(x, gamma, eps)

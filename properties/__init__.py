@@ -1,0 +1,1 @@
+"""What is checked: hypothesis strategies, the generic checks, and one spec per op (ops/)."""

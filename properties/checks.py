@@ -1,0 +1,114 @@
+"""The checks every op gets, each a small function returning (passed, message[, comparison]).
+
+The runner (harness.runner) calls them in order on one case; each result becomes one record.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from harness.compare import Comparison, bitwise_equal, compare
+from harness.opspec import Meta
+from harness.tolerances import Tolerance
+
+REJECTIONS = (ValueError, TypeError, NotImplementedError)
+
+
+def values(
+    actual: Any, expected64: torch.Tensor, dtype: torch.dtype, tol: Tolerance, magnitude: torch.Tensor | None = None
+) -> Comparison:
+    """allclose of ``actual`` against the oracle rounded to the output dtype (as a kernel must round)."""
+    expected = expected64.to(dtype) if expected64.dtype != dtype else expected64
+    return compare(actual, expected, atol=tol.atol, rtol=tol.rtol, magnitude=magnitude)
+
+
+class Snapshot:
+    """The bytes of every storage behind the given tensors, padding of views included."""
+
+    def __init__(self, named: Sequence[tuple[str, torch.Tensor]]):
+        self.named = [(n, t) for n, t in named if isinstance(t, torch.Tensor)]
+        self.saved = [t.untyped_storage().clone() for _, t in self.named]
+
+    def changes(self) -> list[str]:
+        out = []
+        for (name, t), before in zip(self.named, self.saved):
+            now = t.untyped_storage()
+            a = torch.tensor([], dtype=torch.uint8, device=now.device).set_(before)
+            b = torch.tensor([], dtype=torch.uint8, device=now.device).set_(now)
+            if a.numel() != b.numel():
+                out.append(f"{name}: storage resized from {a.numel()} to {b.numel()} bytes")
+                continue
+            diff = (a != b).nonzero()
+            if diff.numel():
+                first = int(diff[0].item())
+                inside = _byte_in_view(t, first)
+                where = "inside the view" if inside else "outside the view (padding of its storage)"
+                out.append(f"{name}: {diff.numel()} byte(s) changed, first at storage byte {first}, {where}")
+        return out
+
+
+def _byte_in_view(t: torch.Tensor, byte: int) -> bool:
+    size = t.element_size()
+    elem = byte // size - t.storage_offset()
+    if elem < 0:
+        return False
+    # brute force over the view's element offsets; views in cases are small enough
+    idx = torch.zeros((), dtype=torch.long)
+    for d, (n, s) in enumerate(zip(t.shape, t.stride())):
+        idx = (idx.unsqueeze(-1) + torch.arange(n) * s).reshape(-1)
+    return bool((idx == elem).any().item())
+
+
+def inputs_unchanged(snapshot: Snapshot, phase: str) -> tuple[bool, str]:
+    changes = snapshot.changes()
+    if changes:
+        return False, f"inputs modified during {phase}: " + "; ".join(changes)
+    return True, f"inputs unchanged after {phase}"
+
+
+def output_meta(name: str, actual: Any, meta: Meta, device: torch.device) -> tuple[bool, str]:
+    """Shape, dtype and device of one output or gradient."""
+    if not isinstance(actual, torch.Tensor):
+        return False, f"{name}: expected a tensor, got {type(actual).__name__}"
+    problems = []
+    if tuple(actual.shape) != tuple(meta.shape):
+        problems.append(f"shape {tuple(actual.shape)} != {tuple(meta.shape)}")
+    if actual.dtype != meta.dtype:
+        problems.append(f"dtype {actual.dtype} != {meta.dtype}")
+    if actual.device.type != device.type:
+        problems.append(f"device {actual.device} != {device}")
+    if problems:
+        return False, f"{name}: " + ", ".join(problems)
+    return True, f"{name}: shape {tuple(meta.shape)}, {str(meta.dtype).removeprefix('torch.')}, {device.type}"
+
+
+def contract_rejection(error: BaseException | None, reasons: Sequence[str], snapshot: Snapshot) -> tuple[bool, str]:
+    """An out-of-contract case must raise ValueError/TypeError/NotImplementedError, inputs untouched."""
+    why = "; ".join(reasons)
+    changed = snapshot.changes()
+    if error is None:
+        return False, f"accepted out-of-contract input ({why}): the kernel returned instead of raising"
+    if not isinstance(error, REJECTIONS):
+        return False, (
+            f"out-of-contract input ({why}) raised {type(error).__name__}: {error}; "
+            "expected ValueError, TypeError or NotImplementedError"
+        )
+    if changed:
+        return False, f"rejected out-of-contract input ({why}) but modified its inputs first: " + "; ".join(changed)
+    return True, f"rejected ({why}) with {type(error).__name__}: {str(error)[:200]}"
+
+
+def repeatable(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor], names: Sequence[str]) -> tuple[bool, str]:
+    """Two runs on the same inputs give the same bits."""
+    differing = []
+    for name, a, b in zip(names, first, second):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            continue
+        equal, count = bitwise_equal(a, b)
+        if not equal:
+            differing.append(f"{name}: {count} element(s) differ")
+    if differing:
+        return False, "two runs on the same inputs differ: " + "; ".join(differing)
+    return True, "two runs bitwise identical"

@@ -1,0 +1,48 @@
+"""Place a tensor's values in memory with a given layout, inside a storage padded with NaN.
+
+The padding makes two bug classes visible: a kernel that reads outside the view (wrong stride,
+missing offset) reads NaN, and one that writes outside it changes bytes the
+``inputs_unchanged`` check compares.
+
+- contiguous:  a fresh contiguous tensor.
+- transposed:  2-D: the transpose of a contiguous [N, M] tensor (column stride M).
+               1-D: every other element of a larger tensor (stride 2).
+- col_sliced:  2-D: columns 3 .. 3+N of a wider [M, N+7] tensor (row stride N+7).
+               1-D: a slice starting at element 3 of a longer tensor.
+- offset:      contiguous, but starting 5 elements into a larger storage.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from properties.strategies import LAYOUTS
+
+
+def place(values: torch.Tensor, layout: str, device: str) -> torch.Tensor:
+    """Return a tensor equal to ``values`` (same dtype) with the requested layout on ``device``."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose from {LAYOUTS}")
+    v = values.to(device)
+    if layout == "contiguous":
+        return v.clone()
+    if v.dim() not in (1, 2):
+        raise ValueError(f"layouts are defined for 1-D and 2-D tensors, got {v.dim()}-D")
+    nan = float("nan") if v.is_floating_point() else -1
+    if layout == "offset":
+        flat = torch.full((v.numel() + 5 + 3,), nan, dtype=v.dtype, device=device)
+        view = flat[5 : 5 + v.numel()].view(v.shape)
+    elif layout == "transposed" and v.dim() == 2:
+        base = torch.full((v.shape[1], v.shape[0]), nan, dtype=v.dtype, device=device)
+        view = base.t()
+    elif layout == "transposed":
+        base = torch.full((2 * v.shape[0] + 1,), nan, dtype=v.dtype, device=device)
+        view = base[::2][: v.shape[0]]
+    elif v.dim() == 2:  # col_sliced
+        base = torch.full((v.shape[0], v.shape[1] + 7), nan, dtype=v.dtype, device=device)
+        view = base[:, 3 : 3 + v.shape[1]]
+    else:
+        base = torch.full((v.shape[0] + 7,), nan, dtype=v.dtype, device=device)
+        view = base[3 : 3 + v.shape[0]]
+    view.copy_(v)
+    return view

@@ -1,0 +1,1 @@
+"""One module per op; each defines and registers an OpSpec. Adding an op = adding a file here."""

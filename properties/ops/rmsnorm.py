@@ -1,0 +1,110 @@
+"""The ``rmsnorm`` op: y = x / sqrt(mean(x^2) + eps) * gamma over the rows of x[M, N].
+
+Kernel signature: ``f(x[M, N], gamma[N], eps: float) -> y[M, N]`` with ``y.dtype == x.dtype``,
+differentiable in x and gamma. Checks: forward, dx, dgamma, plus the common ones.
+"""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import strategies as st
+
+from harness.cases import Case
+from harness.opspec import Meta, OpInputs, OpSpec
+from harness.registry import register_op
+from oracles.rmsnorm import rmsnorm_backward, rmsnorm_backward_magnitudes, rmsnorm_reference
+from properties import layouts, strategies, values
+
+EPS_VALUES = (1e-6, 1e-5, 1e-12, 0.1)
+SPECIAL_M = (1, 2, 3, 17, 31, 64, 127, 128, 129, 255, 256, 257)
+MAX_M = 300
+MAX_N = 8192
+# elements of x per generated case: the interpreter runs programs one after another
+BUDGET = {"interpreter": 1 << 16, "cuda": 1 << 22}
+
+# The regression floor: shapes named by purpose, crossed with every dtype and layout.
+SHAPES_EDGE = [(1, 1), (1, 256), (17, 257)]  # one element; N == BLOCK; the seed's N != BLOCK
+SHAPES_NOALIGN = [(17, 255), (3, 1025), (2, 4097)]  # k*BLOCK +- 1
+SHAPES_LARGE_N = [(4, 8192)]  # beyond the seed's N <= 4096
+SHAPES_SEED = [(128, 257)]  # the seed's benchmark shape
+
+
+@register_op
+class RMSNormSpec(OpSpec):
+    name = "rmsnorm"
+    signature = "f(x[M, N], gamma[N], eps: float) -> y[M, N]"
+    grad_checks = ("dx", "dgamma")
+
+    def floor_cases(self, *, backend: str) -> list[Case]:
+        shapes = SHAPES_EDGE + SHAPES_NOALIGN + SHAPES_LARGE_N + SHAPES_SEED
+        cases = []
+        i = 0
+        for dtype in strategies.DTYPES:
+            for layout in strategies.LAYOUTS:
+                for m, n in shapes:
+                    kind = values.ROW_KINDS[i % len(values.ROW_KINDS)]
+                    eps = EPS_VALUES[i % len(EPS_VALUES)]
+                    cases.append(self.case(m, n, dtype, layout, kind, eps, seed=1000 + i))
+                    i += 1
+        return cases
+
+    def case(self, m: int, n: int, dtype: torch.dtype, layout: str, kind: str, eps: float, seed: int) -> Case:
+        return Case.of(
+            self.name, M=m, N=n, dtype=strategies.dtype_name(dtype), layout=layout, values=kind, eps=eps, seed=seed
+        )
+
+    def case_strategy(self, *, backend: str):
+        budget = BUDGET.get(backend, BUDGET["interpreter"])
+
+        @st.composite
+        def cases(draw):
+            n = draw(strategies.sizes(max_value=MAX_N, special=strategies.boundary_sizes(max_value=MAX_N)))
+            m = draw(strategies.sizes(max_value=MAX_M, special=SPECIAL_M))
+            m = max(1, min(m, budget // n))
+            return self.case(
+                m,
+                n,
+                draw(strategies.dtypes()),
+                draw(strategies.layouts()),
+                draw(st.sampled_from(values.ROW_KINDS)),
+                draw(st.sampled_from(EPS_VALUES)),
+                draw(strategies.seeds()),
+            )
+
+        return cases()
+
+    def make_inputs(self, case: Case, device: str) -> OpInputs:
+        m, n = int(case["M"]), int(case["N"])
+        dtype = strategies.dtype_from_name(str(case["dtype"]))
+        layout = str(case["layout"])
+        gen = values.generator(int(case["seed"]))
+        x = values.rows(str(case["values"]), m, n, dtype, gen)
+        gamma = values.gains(n, gen)
+        dy = values.upstream((m, n), gen)
+        return OpInputs(
+            args=(
+                layouts.place(x.to(dtype), layout, device),
+                layouts.place(gamma.to(dtype), layout, device),
+                float(case["eps"]),
+            ),
+            grad_wrt=(0, 1),
+            upstream=layouts.place(dy.to(dtype), layout, device),
+            dtype=dtype,
+            layout=layout,
+        )
+
+    def oracle(self, inputs: OpInputs) -> dict[str, torch.Tensor]:
+        x, gamma, eps = inputs.args
+        dx, dgamma = rmsnorm_backward(x, gamma, inputs.upstream, eps)
+        dx_terms, dgamma_terms = rmsnorm_backward_magnitudes(x, gamma, inputs.upstream, eps)
+        return {
+            "forward": rmsnorm_reference(x, gamma, eps),
+            "dx": dx,
+            "dx_magnitude": dx_terms,
+            "dgamma": dgamma,
+            "dgamma_magnitude": dgamma_terms,
+        }
+
+    def forward_meta(self, inputs: OpInputs) -> Meta:
+        x = inputs.args[0]
+        return Meta(tuple(x.shape), x.dtype)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Prepare .venv/bin/python, the interpreter every Makefile target uses. Idempotent.
+#  - If .venv/bin/python already imports what the harness needs: nothing to do.
+#  - If the machine's python3 already has torch, triton, hypothesis and pytest (the GPU image,
+#    whose python3 is itself a virtual environment and which has no network): reuse it through
+#    a small wrapper script. A symlink would lose that interpreter's environment, and a
+#    --system-site-packages venv made from it does not see its packages.
+#  - Otherwise: a real venv with the CPU build of torch that lies on disk, and the rest from PyPI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NEEDED="import torch, triton, hypothesis, pytest, xdist, rich"
+if [ -x .venv/bin/python ] && .venv/bin/python -c "$NEEDED" 2>/dev/null; then
+    exit 0
+fi
+SYS_PY="${PYTHON:-python3}"
+if "$SYS_PY" -c "$NEEDED" 2>/dev/null; then
+    real="$("$SYS_PY" -c 'import sys; print(sys.executable)')"
+    rm -rf .venv && mkdir -p .venv/bin
+    printf '#!/bin/sh\nexec "%s" "$@"\n' "$real" > .venv/bin/python
+    chmod +x .venv/bin/python
+    echo "setup: reusing $real (it already has torch, triton, hypothesis, pytest)"
+    exit 0
+fi
+echo "setup: creating .venv (torch 2.13.0 CPU build, triton, hypothesis, pytest, pytest-xdist, rich)"
+rm -rf .venv
+"$SYS_PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q "torch==2.13.0" "triton==3.9.0"
+.venv/bin/python -m pip install -q "hypothesis>=6.100" "pytest>=8" "pytest-xdist>=3.5" "rich>=13"
+.venv/bin/python -c "$NEEDED"
+echo "setup: .venv ready"
