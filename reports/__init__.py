@@ -1,0 +1,1 @@
+"""Report writers. They read records (harness.record.CaseRecord dicts) and nothing else."""

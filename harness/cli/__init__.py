@@ -1,0 +1,52 @@
+"""``python -m harness SUBCOMMAND``. Each module of this package is one subcommand.
+
+A subcommand module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
+Exit codes: 0 success, 1 a check failed, 2 bad usage (one line on stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from harness.errors import HarnessError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own usage errors: one line, exit 2
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _subcommands() -> list:
+    pkg = importlib.import_module(__name__)
+    mods = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(pkg.__path__)]
+    return sorted((m for m in mods if hasattr(m, "NAME")), key=lambda m: m.NAME)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m harness", description="Verify Triton kernels against float64 oracles.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for mod in _subcommands():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if not getattr(args, "_run", None):
+            raise UsageError("python -m harness: choose a command (verify, mutate, ...); see --help")
+        return args._run(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

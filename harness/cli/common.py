@@ -1,0 +1,52 @@
+"""Arguments and set-up shared by the subcommands that run kernels."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from harness import backend as backends
+from harness.backend import BACKENDS
+
+DEFAULT_REPORT_DIR = "reports/out"
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def add_selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--op", help="only this op (default: every op)")
+    p.add_argument("--select", default="*", metavar="GLOB", help="glob on kernel names (default: *)")
+    p.add_argument("--plugin", action="append", default=[], metavar="PATH", help="Python file that registers kernels (repeatable)")
+    p.add_argument("--backend", default="auto", choices=None, help="auto|cuda|interpreter (default: auto)")
+    p.add_argument("--max-examples", type=positive_int, default=None, metavar="N", help="hypothesis examples per kernel")
+    p.add_argument("--seed", type=positive_int, default=0, metavar="N", help="hypothesis seed (default: 0)")
+    p.add_argument("--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR", help=f"where reports go (default: {DEFAULT_REPORT_DIR})")
+    p.add_argument("--jobs", type=positive_int, default=None, metavar="N", help="worker processes (default: cores, or GPUs)")
+
+
+def prepare(args: argparse.Namespace) -> backends.Backend:
+    """Choose the backend (before triton is imported), then load ops, kernels and plugins."""
+    backend = backends.select(args.backend)
+    from harness import loader
+    from harness.registry import REGISTRY
+
+    loader.load_all(plugins=args.plugin)
+    if args.op is not None:
+        REGISTRY.op(args.op)  # raises a RegistryError naming the known ops
+    return backend
+
+
+def default_jobs(backend: backends.Backend, n_jobs: int) -> int:
+    from harness.jobs import visible_gpus
+
+    if backend.name == "cuda":
+        return max(1, min(n_jobs, 2 * max(1, len(visible_gpus()))))
+    return max(1, min(n_jobs, os.cpu_count() or 1))

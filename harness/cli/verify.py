@@ -1,0 +1,65 @@
+"""``python -m harness verify``: every selected kernel against its op's properties."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.cli import common
+from harness.errors import UsageError
+
+NAME = "verify"
+HELP = "check registered kernels against float64 oracles, case by case"
+DEFAULT_MAX_EXAMPLES = {"interpreter": 30, "cuda": 200}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    common.add_selection(p)
+    p.add_argument("--case", metavar="CASE_ID", help="re-run exactly one case (the id printed in reports)")
+    p.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS", help="per-kernel time limit")
+
+
+def run(args: argparse.Namespace) -> int:
+    backend = common.prepare(args)
+    from harness.cases import Case
+    from harness.jobs import Job, run_jobs
+    from harness.progress import Progress
+    from harness.registry import REGISTRY
+    from reports import console, environment, verify_report, writer
+
+    entries = REGISTRY.select(op=args.op, kind="kernel", pattern=args.select)
+    if not entries:
+        known = ", ".join(e.name for e in REGISTRY.select(op=args.op, kind="kernel")) or "none"
+        raise UsageError(f"--select {args.select!r} matches no kernel{' of op ' + args.op if args.op else ''}; registered: {known}")
+    case = None
+    if args.case:
+        case = Case.parse(args.case)
+        REGISTRY.op(case.op)
+        entries = [e for e in entries if e.op == case.op]
+        if not entries:
+            raise UsageError(f"--case is a {case.op!r} case but no selected kernel implements {case.op!r}")
+    max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
+    jobs = [
+        Job(
+            op=e.op, kernel=e.name, backend=backend.name, seed=args.seed, max_examples=max_examples,
+            plugins=tuple(args.plugin), case=case.id if case else None, timeout=args.timeout,
+        )
+        for e in entries
+    ]
+    parallel = args.jobs or common.default_jobs(backend, len(jobs))
+    with Progress("verify", len(jobs)) as progress:
+        results = run_jobs(jobs, parallel=parallel, on_event=progress)
+
+    kernels, records = [], []
+    for entry, result in zip(entries, results):
+        recs = [r.to_dict() for r in result.records]
+        records += recs
+        kernels.append(
+            verify_report.kernel_summary(
+                entry.op, entry.name, recs, status=result.status, origin=entry.origin,
+                contract=entry.contract.describe(), plugin=entry.plugin, seconds=result.seconds,
+            )
+        )
+    report = verify_report.build(environment.header(backend.describe(), seed=args.seed), kernels, records)
+    path = writer.write_json(args.report_dir, "verify.json", report)
+    console.print_verify(report, path=str(path))
+    return 0 if report["passed"] else 1

@@ -1,0 +1,52 @@
+"""Load what can be verified: the op specs, the project's kernels, and plugin files."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+from typing import Iterable
+
+from harness.errors import PluginError, RegistryError
+from harness.registry import REGISTRY, load_project_kernels
+
+
+def load_plugin(path: str) -> None:
+    """Import a plugin file; it registers kernels or mutants on import."""
+    file = Path(path)
+    if not file.is_file():
+        raise PluginError(f"plugin file not found: {path}")
+    if file.suffix != ".py":
+        raise PluginError(f"plugin {path} must be a Python file (.py)")
+    resolved = str(file.resolve())
+    digest = hashlib.sha1(resolved.encode()).hexdigest()[:8]
+    name = f"harness_plugin_{file.stem}_{digest}"
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    REGISTRY._loading_plugin = path
+    try:
+        spec.loader.exec_module(module)
+    except RegistryError as exc:
+        del sys.modules[name]
+        raise PluginError(f"plugin {path}: {exc}") from None
+    except BaseException as exc:  # user code: any failure is a clean usage error, not a traceback
+        del sys.modules[name]
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == resolved]
+        where = f" (line {frames[-1].lineno})" if frames else ""
+        raise PluginError(f"plugin {path} failed to import{where}: {type(exc).__name__}: {exc}") from None
+    finally:
+        REGISTRY._loading_plugin = None
+
+
+def load_all(*, plugins: Iterable[str] = (), extra_modules: Iterable[str] = ()) -> None:
+    load_project_kernels()
+    for module in extra_modules:
+        importlib.import_module(module)
+    for path in plugins:
+        load_plugin(path)

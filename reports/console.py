@@ -1,0 +1,40 @@
+"""The terminal summary of a verify report: one row per kernel, then each failure with its repro."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+MAX_FAILURES_SHOWN = 12
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def print_verify(report: dict, *, path: str, file=None) -> None:
+    console = Console(file=file or sys.stdout, width=max(100, Console().width), soft_wrap=False)
+    table = Table(title=f"verify: {report['backend']} on {report['device']}  (seed {report['seed']})")
+    for col in ("op", "kernel", "verdict", "cases", "failed cases", "failed checks", "worst err / allowed"):
+        table.add_column(col, justify="right" if col in ("cases", "failed cases", "worst err / allowed") else "left")
+    for k in report["kernels"]:
+        failed_checks = ", ".join(
+            f"{name} ({c['failed']})" for name, c in k["checks"].items() if c["failed"]
+        ) or "-"
+        verdict = "[green]PASS[/]" if k["passed"] else f"[red]FAIL[/] ({k['status']})" if k["status"] != "ok" else "[red]FAIL[/]"
+        table.add_row(k["op"], k["name"], verdict, str(k["cases"]), str(k["failed"]), failed_checks, _fmt(k["worst_err_ratio"]))
+    console.print(table)
+
+    failures = [r for r in report["cases"] if not r["passed"]]
+    for r in failures[:MAX_FAILURES_SHOWN]:
+        console.print(f"[red]FAIL[/] {r['kernel']} [bold]{r['check']}[/] {r['case_id']}", highlight=False)
+        for line in (r.get("message") or "").splitlines()[:8]:
+            console.print(f"    {line}", highlight=False, markup=False)
+        if r.get("repro"):
+            console.print(f"    repro: {r['repro']}", highlight=False, markup=False)
+    if len(failures) > MAX_FAILURES_SHOWN:
+        console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more failed checks in the report")
+    verdict = "[green]all kernels passed[/]" if report["passed"] else "[red]verification failed[/]"
+    console.print(f"{verdict}; report: {path}")

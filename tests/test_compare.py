@@ -1,0 +1,76 @@
+"""harness.compare: tolerance arithmetic, non-finite values, shapes, diagnostics.
+Bug classes: signed max-difference checks, NaN silently passing, off-by-one tolerance edges."""
+
+import math
+
+import torch
+
+from harness.compare import bitwise_equal, compare
+
+
+def t(values):
+    return torch.tensor(values, dtype=torch.float64)
+
+
+def test_inside_tolerance_passes_and_reports_errors():
+    c = compare(t([1.0, 2.0]), t([1.0, 2.0 + 1e-6]), atol=1e-5, rtol=0)
+    assert c.passed and c.mismatched == 0
+    assert math.isclose(c.max_abs_err, 1e-6, rel_tol=1e-6)
+    assert c.err_ratio < 1
+
+
+def test_allowed_error_is_atol_plus_rtol_times_expected():
+    # allowed at 100 is 1e-5 + 1e-4 * 100 = 0.01001
+    assert compare(t([100.01]), t([100.0]), atol=1e-5, rtol=1e-4).passed
+    assert not compare(t([100.0102]), t([100.0]), atol=1e-5, rtol=1e-4).passed
+
+
+def test_error_in_either_direction_fails():
+    for sign in (+1, -1):
+        c = compare(t([0.0, 1.0 + sign * 0.1]), t([0.0, 1.0]), atol=1e-5, rtol=1e-4)
+        assert not c.passed and c.mismatched == 1 and c.worst_index == [1]
+
+
+def test_diagnostics_name_count_index_and_allowed():
+    c = compare(t([[0.0, 0.2], [0.0, 0.0]]), t([[0.0, 0.0], [0.0, 0.0]]), atol=1e-5, rtol=0)
+    assert "Mismatched elements: 1 / 4 (25.0%)" in c.message
+    assert "index (0, 1)" in c.message and "0.2" in c.message
+
+
+def test_nan_must_match_nan():
+    assert compare(t([math.nan, 1.0]), t([math.nan, 1.0]), atol=0, rtol=0).passed
+    c = compare(t([math.nan, 1.0]), t([0.0, 1.0]), atol=1.0, rtol=1.0)
+    assert not c.passed and c.nonfinite_mismatched == 1
+    assert not compare(t([0.0]), t([math.nan]), atol=1.0, rtol=1.0).passed
+
+
+def test_inf_must_match_sign():
+    assert compare(t([math.inf]), t([math.inf]), atol=0, rtol=0).passed
+    assert not compare(t([-math.inf]), t([math.inf]), atol=0, rtol=0).passed
+    assert not compare(t([1e308]), t([math.inf]), atol=0, rtol=0).passed
+
+
+def test_shape_mismatch_is_a_failed_record_not_an_exception():
+    c = compare(t([1.0, 2.0]), t([[1.0, 2.0]]), atol=1, rtol=1)
+    assert not c.passed and "shape mismatch" in c.message
+
+
+def test_non_tensor_is_a_failed_record():
+    c = compare(None, t([1.0]), atol=1, rtol=1)
+    assert not c.passed and "NoneType" in c.message
+
+
+def test_magnitude_widens_only_where_terms_cancel():
+    expected = t([1e-3, 5.0])
+    magnitude = t([1e4, 1.0])  # first element: two terms of 1e4 cancelled down to 1e-3
+    actual = t([1e-3 + 0.5, 5.0 + 0.01])
+    c = compare(actual, expected, atol=1e-5, rtol=1e-4, magnitude=magnitude)
+    assert c.mismatched == 1 and c.worst_index == [1]  # 0.5 <= 1e-4 * 1e4 + 1e-5; 0.01 > 5e-4
+
+
+def test_bitwise_equal_counts_differences_and_treats_nan_bits_as_equal():
+    a = torch.tensor([1.0, math.nan, 3.0])
+    assert bitwise_equal(a, a.clone()) == (True, 0)
+    b = a.clone()
+    b[2] = 3.0000002
+    assert bitwise_equal(a, b) == (False, 1)

@@ -1,0 +1,61 @@
+"""harness.registry: the public plugin API's validation and error messages."""
+
+import pytest
+import torch
+
+from harness import Contract, register_kernel, register_mutant
+from harness.errors import RegistryError
+from harness.registry import REGISTRY
+
+
+def _cleanup(*names):
+    for n in names:
+        REGISTRY.entries.pop(("rmsnorm", n), None)
+
+
+def test_duplicate_name_names_both_definitions():
+    @register_kernel("rmsnorm", name="dup_test_kernel")
+    def first(x, g, eps):
+        return x
+
+    try:
+        with pytest.raises(RegistryError) as err:
+
+            @register_mutant("rmsnorm", name="dup_test_kernel")
+            def second(x, g, eps):
+                return x
+
+        msg = str(err.value)
+        assert "dup_test_kernel" in msg and msg.count("test_registry.py:") == 2
+    finally:
+        _cleanup("dup_test_kernel")
+
+
+def test_unknown_op_lists_known_ops():
+    with pytest.raises(RegistryError, match="unknown op 'rmsnrom'.*rmsnorm"):
+        register_kernel("rmsnrom", name="x")(lambda x, g, e: x)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(dtypes=("float32",)), dict(dtypes=()), dict(max_n=0), dict(max_n=1.5), dict(max_n=True)],
+)
+def test_bad_contract_is_rejected_when_built(kwargs):
+    with pytest.raises(RegistryError):
+        Contract(**kwargs)
+
+
+def test_contract_violations():
+    c = Contract(dtypes=(torch.float32,), max_n=8, contiguous=True)
+    x = torch.zeros(4, 8)
+    assert c.violations((x, torch.zeros(8), 1e-6)) == []
+    assert "dtype float16" in c.violations((x.half(), torch.zeros(8)))[0]
+    assert "max_n=8" in c.violations((torch.zeros(2, 9),))[0]
+    assert "non-contiguous" in c.violations((torch.zeros(8, 4).t(),))[0]
+    assert Contract().violations((torch.zeros(8, 4).t().half(),)) == []
+
+
+def test_select_is_a_glob_on_names():
+    names = [e.name for e in REGISTRY.select(op="rmsnorm", pattern="triton_*")]
+    assert names == ["triton_rmsnorm"]
+    assert REGISTRY.select(op="rmsnorm", kind="mutant", pattern="triton_*") == []
