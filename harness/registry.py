@@ -6,6 +6,7 @@ This module is the first step: it knows *what* can be verified, nothing about ho
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import importlib
@@ -102,6 +103,7 @@ class Registry:
         self.ops: dict[str, Any] = {}
         self.entries: dict[tuple[str, str], KernelEntry] = {}
         self._loading_plugin: str | None = None
+        self._captured: list[KernelEntry] | None = None
 
     # --- ops -------------------------------------------------------------------------
     def add_op(self, spec: Any) -> Any:
@@ -121,6 +123,9 @@ class Registry:
 
     # --- kernels and mutants ---------------------------------------------------------
     def add(self, entry: KernelEntry) -> KernelEntry:
+        if self._captured is not None:
+            self._captured.append(entry)
+            return entry
         load_builtin_ops()
         if entry.op not in self.ops:
             raise RegistryError(
@@ -139,6 +144,16 @@ class Registry:
             )
         self.entries[key] = entry
         return entry
+
+    @contextlib.contextmanager
+    def capturing(self):
+        """Collect the entries registered inside the block instead of adding them (used to
+        re-execute a kernel module's source, e.g. a generated mutant, without duplicates)."""
+        previous, self._captured = self._captured, []
+        try:
+            yield self._captured
+        finally:
+            self._captured = previous
 
     def select(self, *, op: str | None = None, kind: str = "kernel", pattern: str = "*") -> list[KernelEntry]:
         """Entries of one kind, filtered by op and by a glob on their names, in a stable order."""
