@@ -1,0 +1,55 @@
+"""``python -m harness train-check``: the seed's training integration (see harness/training.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.cli import common
+
+NAME = "train-check"
+HELP = "train Linear -> RMSNorm -> SiLU -> Linear with the oracle and with the kernel, compare, reload"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", default="auto", help="auto|cuda|interpreter (default: auto)")
+    p.add_argument("--report-dir", default=common.DEFAULT_REPORT_DIR, metavar="DIR",
+                   help=f"where train_check.json goes (default: {common.DEFAULT_REPORT_DIR})")
+    p.add_argument("--seed", type=common.positive_int, default=0, metavar="N", help="data and weight seed (default: 0)")
+    p.add_argument("--seed-dims", action="store_true",
+                   help="use the seed's dimensions (in_features 128) on the interpreter too (slower)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness import backend as backends
+
+    backend = backends.select(args.backend)
+    import dataclasses
+
+    from harness import training
+    from harness.registry import load_project_kernels
+    from reports import environment, writer
+
+    load_project_kernels()
+    cfg = training.CONFIGS["cuda" if args.seed_dims else backend.name]
+    cfg = dataclasses.replace(cfg, seed=args.seed)
+    result = training.run(cfg, backend.device)
+    report = {**environment.header(backend.describe(), seed=args.seed), **result}
+    path = writer.write_json(args.report_dir, "train_check.json", report)
+    print_summary(report, path=str(path))
+    return 0 if report["passed"] else 1
+
+
+def print_summary(report: dict, *, path: str) -> None:
+    c, f = report["config"], report["figures"]
+    print(f"train-check: {report['backend']} on {report['device']}")
+    print(f"  {c['model']}, {c['optimizer']}, {c['steps']} steps x {c['batch']} examples, "
+          f"splits train/val/test = {c['n_train']}/{c['n_val']}/{c['n_test']}, seed {c['seed']}")
+    print(f"  test MSE before: oracle {f['test_mse_before']['oracle']:.6f}  kernel {f['test_mse_before']['kernel']:.6f}")
+    print(f"  test MSE after:  oracle {f['test_mse']['oracle']:.6f}  kernel {f['test_mse']['kernel']:.6f}"
+          f"   (validation: oracle {f['val_mse']['oracle']:.6f}  kernel {f['val_mse']['kernel']:.6f})")
+    width = max(len(x["name"]) for x in report["conditions"])
+    for cond in report["conditions"]:
+        mark = "PASS" if cond["passed"] else "FAIL"
+        print(f"  {mark}  {cond['name']:<{width}}  {cond['detail']}")
+    verdict = "train-check passed" if report["passed"] else "train-check FAILED"
+    print(f"{verdict} in {report['seconds']:.1f} s; report: {path}")
