@@ -1,0 +1,181 @@
+"""``python -m harness doctor``: is this machine able to verify kernels? Prove it by running one.
+
+A GPU being listed is not proof that it works: the doctor initialises the chosen backend and
+runs the project's RMSNorm forward and backward on a small input against the float64 oracle.
+Then it lists versions, the device and the interpreter status, and for anything missing what
+to do. Exit 0 when healthy, 1 otherwise (2 for bad usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import platform
+import shutil
+import sys
+import time
+
+from harness.backend import BACKENDS
+
+NAME = "doctor"
+HELP = "check the environment: backend, one real kernel run against the oracle, versions, what is missing"
+
+# module -> (required?, what it is for, what to do when it is missing)
+PACKAGES = {
+    "torch": (True, "tensors, autograd", "run `make setup` (CPU: pip install torch==2.13.0)"),
+    "triton": (True, "the kernels", "run `make setup` (pip install triton)"),
+    "hypothesis": (True, "generated cases", "pip install 'hypothesis>=6.100'"),
+    "pytest": (True, "make test", "pip install 'pytest>=8'"),
+    "xdist": (True, "parallel tests (pytest-xdist)", "pip install 'pytest-xdist>=3.5'"),
+    "rich": (True, "terminal reports", "pip install 'rich>=13'"),
+    "numpy": (False, "the Triton interpreter", "pip install numpy"),
+    "matplotlib": (False, "bench plots", "pip install matplotlib (bench then writes a PNG)"),
+    "liger_kernel": (False, "bench's Liger-Kernel column", "pip install --no-deps liger-kernel==0.8.5"),
+}
+DISTRIBUTIONS = {"xdist": "pytest-xdist", "liger_kernel": "liger-kernel"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", default="auto", choices=BACKENDS, help="auto|cuda|interpreter (default: auto)")
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.problems = 0
+
+    def line(self, status: str, text: str, fix: str = "") -> None:
+        if status == "FAIL":
+            self.problems += 1
+        print(f"  {status:<4}  {text}" + (f"\n        -> {fix}" if fix else ""))
+
+
+def _version(name: str) -> str | None:
+    try:
+        module = importlib.import_module(name)
+    except Exception:  # any import failure means "not usable here"; its message is not needed
+        return None
+    version = getattr(module, "__version__", None)
+    if version is None:
+        from importlib import metadata
+
+        try:
+            version = metadata.version(DISTRIBUTIONS.get(name, name))
+        except metadata.PackageNotFoundError:
+            version = "installed"
+    return str(version)
+
+
+def _packages(out: _Out) -> bool:
+    print("packages:")
+    print(f"  ok    python {platform.python_version()} ({sys.executable})")
+    required_ok = True
+    for name, (required, purpose, fix) in PACKAGES.items():
+        if name == "triton":
+            continue  # imported only after the backend is chosen (TRITON_INTERPRET is read on import)
+        version = _version(name)
+        if version is not None:
+            out.line("ok", f"{name} {version}  ({purpose})")
+        elif required:
+            required_ok = False
+            out.line("FAIL", f"{name} is missing ({purpose})", fix)
+        else:
+            out.line("note", f"{name} is not installed (needed only for {purpose})", fix)
+    return required_ok
+
+
+def _backend(name: str, out: _Out):
+    from harness import backend as backends
+    from harness.errors import UsageError
+
+    print("backend:")
+    try:
+        backend = backends.select(name)
+    except UsageError as exc:
+        out.line("FAIL", str(exc), "use --backend auto, or fix the GPU set-up (nvidia-smi, driver, CUDA torch wheel)")
+        return None
+    interp = os.environ.get("TRITON_INTERPRET") == "1"
+    out.line("ok", f"{backend.name} (TRITON_INTERPRET={'1' if interp else 'unset'}; tensors on {backend.device})")
+    version = _version("triton")
+    if version is None:
+        out.line("FAIL", "triton cannot be imported", PACKAGES["triton"][2])
+        return None
+    out.line("ok", f"triton {version}")
+    import torch
+
+    if backend.name == "cuda":
+        idx = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(idx)
+        out.line("ok", f"device {idx}: {props.name}, compute capability {props.major}.{props.minor}, "
+                       f"{props.total_memory / 2**30:.0f} GiB, {props.multi_processor_count} SMs; "
+                       f"{torch.cuda.device_count()} GPU(s) visible; torch built for CUDA {torch.version.cuda}")
+    else:
+        out.line("ok", f"device: CPU ({platform.machine()}, {os.cpu_count()} cores), kernels run in the Triton interpreter")
+        gpu = "a CUDA GPU is visible but not used" if torch.cuda.is_available() else "no CUDA GPU visible"
+        out.line("note", f"{gpu}; the interpreter cannot show races, and bf16 arithmetic is emulated",
+                 "bench and sanitize need a GPU (--backend cuda on a GPU machine)")
+    return backend
+
+
+def _computation(backend, out: _Out) -> None:
+    import torch
+
+    from harness import tolerances
+    from harness.registry import load_project_kernels
+    from oracles.rmsnorm import rmsnorm_backward, rmsnorm_reference
+
+    print("one real computation:")
+    try:
+        load_project_kernels()
+        from kernels.rmsnorm import rmsnorm
+
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(8, 257, generator=gen).to(backend.device).requires_grad_(True)
+        gamma = (torch.randn(257, generator=gen) * 0.5 + 1).to(backend.device).requires_grad_(True)
+        dy = torch.randn(8, 257, generator=gen).to(backend.device)
+        started = time.perf_counter()
+        y = rmsnorm(x, gamma, 1e-6)
+        dx, dgamma = torch.autograd.grad(y, [x, gamma], dy)
+        if backend.name == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - started
+    except Exception as exc:  # whatever broke, the doctor reports it instead of a traceback
+        out.line("FAIL", f"the project's rmsnorm raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                 "run `python -m harness verify --op rmsnorm --backend " + backend.name + "` for the full error")
+        return
+    tol = tolerances.for_dtype(torch.float32)
+    expected = {"forward": rmsnorm_reference(x.detach(), gamma.detach(), 1e-6)}
+    expected["dx"], expected["dgamma"] = rmsnorm_backward(x.detach(), gamma.detach(), dy, 1e-6)
+    for name, actual in (("forward", y), ("dx", dx), ("dgamma", dgamma)):
+        a, e = actual.detach().double().cpu(), expected[name].cpu()
+        err = float((a - e).abs().max())
+        ok = bool(((a - e).abs() <= tol.atol + tol.rtol * e.abs()).all())
+        out.line("ok" if ok else "FAIL", f"rmsnorm 8x257 fp32 {name}: max |kernel - float64 oracle| = {err:.2e}",
+                 "" if ok else "the kernel gives wrong numbers here: run `make verify` and read the report")
+    print(f"        (forward + backward, including compilation, took {seconds:.2f} s)")
+
+
+def _tools(backend, out: _Out) -> None:
+    print("tools:")
+    for tool, purpose in (("compute-sanitizer", "make sanitize"), ("nvidia-smi", "GPU status")):
+        where = shutil.which(tool)
+        if where:
+            out.line("ok", f"{tool} at {where}")
+        else:
+            out.line("note", f"{tool} not on PATH (needed only for {purpose})",
+                     "install the CUDA toolkit (it ships compute-sanitizer) on a GPU machine" if tool == "compute-sanitizer" else "")
+
+
+def run(args: argparse.Namespace) -> int:
+    out = _Out()
+    print("harness doctor")
+    packages_ok = _packages(out)
+    backend = _backend(args.backend, out) if packages_ok or _version("torch") else None
+    if backend is not None:
+        _computation(backend, out)
+    _tools(backend, out)
+    if backend is None and out.problems == 0:
+        out.line("FAIL", "no backend could be prepared")
+    healthy = out.problems == 0
+    print("healthy: kernels can be verified here" if healthy else f"NOT healthy: {out.problems} problem(s) above, each with what to do")
+    return 0 if healthy else 1
