@@ -1,0 +1,90 @@
+"""python -m harness verify: exit codes, usage errors without tracebacks, plugins, isolation.
+These run the real CLI in a subprocess, as a user would."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def harness(*args, timeout=600):
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    return proc
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["verify", "--op", "nope"], "unknown op 'nope'"),
+        (["verify", "--backend", "tpu"], "unknown backend 'tpu'"),
+        (["verify", "--plugin", "does/not/exist.py"], "plugin file not found"),
+        (["verify", "--plugin", "tests/fixtures/broken_plugin.py"], "failed to import (line 5): RuntimeError"),
+        (["verify", "--plugin", "tests/fixtures/duplicate_plugin.py"], "duplicate name 'triton_rmsnorm'"),
+        (["verify", "--select", "no_such_kernel*"], "matches no kernel"),
+        (["verify", "--max-examples", "many"], "expected a whole number"),
+        (["verify", "--case", "garbage"], "must look like"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_usage_exits_2_with_one_line_and_no_traceback(args, words):
+    proc = harness(*args, "--backend", "interpreter") if "--backend" not in args and args[0] == "verify" else harness(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert words in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_correct_plugin_passes_and_named_mutants_fail_case_by_case(tmp_path):
+    proc = harness(
+        "verify", "--backend", "interpreter", "--max-examples", "3", "--report-dir", str(tmp_path),
+        "--plugin", "examples/plugins/tutorial_rmsnorm.py", "--plugin", "examples/plugins/tutorial_rmsnorm_bugs.py",
+        "--select", "tutorial*",
+    )
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads((tmp_path / "verify.json").read_text())
+    verdicts = {k["name"]: k for k in report["kernels"]}
+    assert verdicts["tutorial_rmsnorm"]["passed"] and verdicts["tutorial_rmsnorm"]["failed"] == 0
+    block, mean = verdicts["tutorial_div_by_block"], verdicts["tutorial_dgamma_mean"]
+    assert not block["passed"] and block["checks"]["forward"]["failed"] > 0 and block["checks"]["dx"]["failed"] > 0
+    assert not mean["passed"] and mean["checks"]["dgamma"]["failed"] > 0 and "forward" not in {
+        c for c, v in mean["checks"].items() if v["failed"]}
+    failures = [c for c in report["cases"] if not c["passed"]]
+    assert all(c["repro"] and c["message"] for c in failures)
+    # the seed's point: N == BLOCK hides the divisor bug
+    block_cases = {c["case_id"]: c["passed"] for c in report["cases"] if c["kernel"] == "tutorial_div_by_block" and c["check"] == "forward"}
+    assert any(",N=256," in cid and ok for cid, ok in block_cases.items())
+    assert any(",N=257," in cid and not ok for cid, ok in block_cases.items())
+    for field in ("backend", "versions", "seed", "device"):
+        assert field in report
+    assert "FAIL" in proc.stdout and "repro:" in proc.stdout
+
+
+def test_repro_command_reruns_exactly_one_case(tmp_path):
+    case = "rmsnorm:M=17,N=257,dtype=float32,layout=contiguous,values=normal,eps=1e-06,seed=5"
+    proc = harness("verify", "--backend", "interpreter", "--plugin", "examples/plugins/tutorial_rmsnorm_bugs.py",
+                   "--select", "tutorial_div_by_block", "--case", case, "--report-dir", str(tmp_path))
+    assert proc.returncode == 1
+    report = json.loads((tmp_path / "verify.json").read_text())
+    assert {c["case_id"] for c in report["cases"]} == {case}
+    assert {c["phase"] for c in report["cases"]} == {"explicit"}
+
+
+def test_crashing_and_hanging_kernels_are_recorded_and_the_run_finishes(tmp_path):
+    proc = harness("verify", "--backend", "interpreter", "--max-examples", "0", "--timeout", "20", "--jobs", "3",
+                   "--plugin", "tests/fixtures/crashing_rmsnorm.py", "--select", "[ash]*", "--report-dir", str(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads((tmp_path / "verify.json").read_text())
+    status = {k["name"]: k["status"] for k in report["kernels"]}
+    assert status == {"segfaults": "crashed", "aborts": "crashed", "hangs": "timeout"}
+    messages = {c["kernel"]: c["message"] for c in report["cases"] if c["check"] in ("crash", "timeout")}
+    assert "SIGSEGV" in messages["segfaults"] and "SIGABRT" in messages["aborts"] and "killed" in messages["hangs"]
+    crash = next(c for c in report["cases"] if c["kernel"] == "segfaults" and c["check"] == "crash")
+    assert crash["case_id"].startswith("rmsnorm:") and "--case" in crash["repro"]
