@@ -6,7 +6,7 @@ ARGS    ?=
 # pytest-xdist workers for make test (2 cores on CI machines)
 TEST_WORKERS ?= 2
 
-.PHONY: setup verify test clean
+.PHONY: setup verify test clean sanitize
 
 setup:
 	@scripts/setup_env.sh
@@ -14,10 +14,21 @@ setup:
 ## verify: every registered kernel of every op, per-case report in $(REPORT)/verify.json
 verify: setup
 	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) $(ARGS)
+	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT)
 
 ## test: the harness's own tests
 test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) tests
 
+## sanitize: project kernels under compute-sanitizer (memcheck, racecheck); needs a GPU
+sanitize: setup
+	$(PY) -m harness sanitize --report-dir $(REPORT)
+
+## clean: remove generated output only (reports/out, caches); DRY_RUN=1 lists and removes nothing
+GENERATED = reports/out .hypothesis .pytest_cache build
 clean:
-	rm -rf reports/out .hypothesis .pytest_cache
+	@paths="$$(for p in $(GENERATED) *.egg-info; do [ -e "$$p" ] && echo "$$p"; done; \
+	  find . \( -path ./.venv -o -path ./.git -o -path ./shared \) -prune -o -type d -name __pycache__ -print)"; \
+	if [ -z "$$paths" ]; then echo "clean: nothing to remove"; \
+	elif [ "$(DRY_RUN)" = "1" ]; then echo "clean: DRY_RUN=1, would remove:"; printf '  %s\n' $$paths; \
+	else echo "clean: removing:"; printf '  %s\n' $$paths; rm -rf $$paths; fi
