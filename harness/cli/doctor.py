@@ -121,12 +121,10 @@ def _computation(backend, out: _Out) -> None:
     import torch
 
     from harness import tolerances
-    from harness.registry import load_project_kernels
     from oracles.rmsnorm import rmsnorm_backward, rmsnorm_reference
 
     print("one real computation:")
     try:
-        load_project_kernels()
         from kernels.rmsnorm import rmsnorm
 
         gen = torch.Generator().manual_seed(0)
@@ -153,6 +151,16 @@ def _computation(backend, out: _Out) -> None:
         out.line("ok" if ok else "FAIL", f"rmsnorm 8x257 fp32 {name}: max |kernel - float64 oracle| = {err:.2e}",
                  "" if ok else "the kernel gives wrong numbers here: run `make verify` and read the report")
     print(f"        (forward + backward, including compilation, took {seconds:.2f} s)")
+    from harness.registry import REGISTRY, load_project_kernels
+
+    try:
+        load_project_kernels()
+    except Exception as exc:  # a broken kernel module stops verify: say which and why
+        out.line("FAIL", f"the project's kernels do not all load: {type(exc).__name__}: {exc}",
+                 "fix that kernels/ module (verify imports every one of them)")
+    else:
+        names = ", ".join(f"{e.op}/{e.name}" for e in REGISTRY.select(kind="kernel"))
+        out.line("ok", f"project kernels load: {names}")
 
 
 def _tools(backend, out: _Out) -> None:
