@@ -1,0 +1,169 @@
+"""``python -m harness sanitize``: the project's kernels under NVIDIA compute-sanitizer (GPU only).
+
+For every project kernel and every tool (memcheck: out-of-bounds and misaligned accesses;
+racecheck: shared-memory hazards inside a program, e.g. a reduction missing a barrier), a
+child process runs ``compute-sanitizer --tool TOOL python -m harness sanitize --driver
+OP/KERNEL``; the driver runs the kernel forward and backward through ``harness.runner.run_case``
+on a few of the op's floor cases (several shapes, dtypes and layouts). The verdict per kernel
+and tool comes from the sanitizer's summary line (``ERROR SUMMARY: N errors``, racecheck's
+``RACECHECK SUMMARY: ... (N errors, M warnings)``) and the driver's exit status.
+
+PyTorch's caching allocator is switched off in the child (PYTORCH_NO_CUDA_MEMORY_CACHING=1):
+otherwise tensors are carved out of larger cached blocks and an out-of-bounds access that
+lands in a neighbouring tensor is invisible to memcheck.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+from harness.cli import common
+from harness.errors import UsageError
+
+NAME = "sanitize"
+HELP = "run the project's kernels under compute-sanitizer (memcheck, racecheck) and report per kernel; needs a GPU"
+TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+DEFAULT_TOOLS = "memcheck,racecheck"
+ERROR_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?")
+RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*(\d+)\s+hazards?\s+displayed\s*\((\d+)\s+errors?,\s*(\d+)\s+warnings?\)")
+FINDING = re.compile(r"^=+\s+(Invalid|Race|Error|Uninitialized|Barrier|Misaligned|Warning|Program hit)", re.I)
+MAX_FINDING_LINES = 20
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tools", default=DEFAULT_TOOLS, help=f"comma-separated, from {','.join(TOOLS)} (default: {DEFAULT_TOOLS})")
+    p.add_argument("--select", default="*", metavar="GLOB", help="glob on kernel names (default: *)")
+    p.add_argument("--cases", type=common.positive_int, default=8, metavar="N", help="floor cases per kernel (default: 8)")
+    p.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS", help="per kernel and tool (default: 900)")
+    p.add_argument("--report-dir", default=common.DEFAULT_REPORT_DIR, metavar="DIR",
+                   help=f"where sanitize.json goes (default: {common.DEFAULT_REPORT_DIR})")
+    p.add_argument("--driver", metavar="OP/KERNEL", help=argparse.SUPPRESS)  # the child's side
+
+
+def parse_summary(tool: str, output: str) -> dict:
+    """Errors and warnings from compute-sanitizer's output; ``errors`` is None when no summary was printed."""
+    errors = warnings = None
+    race = RACE_SUMMARY.search(output)
+    if race:
+        errors, warnings = int(race.group(2)), int(race.group(3))
+    else:
+        found = ERROR_SUMMARY.search(output)
+        if found:
+            errors = int(found.group(1))
+    findings = [l.strip() for l in output.splitlines() if FINDING.match(l.strip()) and "SUMMARY" not in l]
+    return {"errors": errors, "warnings": warnings, "findings": findings[:MAX_FINDING_LINES], "findings_total": len(findings)}
+
+
+def pick_cases(cases: list, count: int) -> list:
+    """``count`` cases spread evenly over the floor list (which walks dtypes, layouts and shapes)."""
+    if count <= 0 or not cases:
+        return []
+    step = max(1, len(cases) // count)
+    return list(cases[::step])[:count]
+
+
+def _driver(target: str, count: int) -> int:
+    from harness import backend as backends
+
+    backend = backends.select("cuda")
+    from harness.registry import REGISTRY, load_project_kernels
+    from harness.runner import run_case
+
+    load_project_kernels()
+    op, _, name = target.partition("/")
+    entry = REGISTRY.get(op, name)
+    spec = REGISTRY.op(op)
+    inside = [c for c in spec.floor_cases(backend=backend.name)
+              if not entry.contract.violations(spec.make_inputs(c, "cpu").args)]
+    failed = 0
+    for case in pick_cases(inside, count):
+        result = run_case(spec, entry, case, backend=backend.name, device=backend.device, phase="explicit")
+        bad = [r.check for r in result.records if not r.passed]
+        failed += bool(bad)
+        print(f"driver: {case.id}: {'ok' if not bad else 'checks failed: ' + ', '.join(bad)}", flush=True)
+    import torch
+
+    torch.cuda.synchronize()
+    print(f"driver: done, {failed} case(s) with failed checks", flush=True)
+    return 0
+
+
+def _sanitizer() -> str:
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        raise UsageError("sanitize needs a CUDA GPU (compute-sanitizer checks real kernel launches); "
+                         "run it on a GPU machine with TRITON_INTERPRET unset")
+    path = shutil.which("compute-sanitizer")
+    if path is None:
+        raise UsageError("compute-sanitizer is not on PATH: install the CUDA toolkit or add its bin/ "
+                         "(e.g. /usr/local/cuda/bin) to PATH")
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.driver:
+        return _driver(args.driver, args.cases)
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    unknown = [t for t in tools if t not in TOOLS]
+    if unknown or not tools:
+        raise UsageError(f"--tools {args.tools!r}: unknown {unknown or 'empty list'}; choose from {', '.join(TOOLS)}")
+    sanitizer = _sanitizer()
+    from harness import backend as backends
+
+    backend = backends.select("cuda")
+    from harness.registry import REGISTRY, load_project_kernels
+    from reports import environment, writer
+
+    load_project_kernels()
+    entries = [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and fnmatch.fnmatchcase(e.name, args.select)]
+    if not entries:
+        raise UsageError(f"--select {args.select!r} matches no project kernel")
+    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+    env.pop("TRITON_INTERPRET", None)
+    runs = []
+    for entry in entries:
+        for tool in tools:
+            cmd = [sanitizer, "--tool", tool, "--print-limit", "100", sys.executable, "-m", "harness", "sanitize",
+                   "--driver", f"{entry.op}/{entry.name}", "--cases", str(args.cases)]
+            started = time.perf_counter()
+            print(f"sanitize: {tool} on {entry.op}/{entry.name} ...", flush=True)
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+                output, rc = proc.stdout + proc.stderr, proc.returncode
+            except subprocess.TimeoutExpired as exc:
+                output = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+                rc = None
+            summary = parse_summary(tool, output)
+            clean = rc == 0 and summary["errors"] == 0
+            if rc is None:
+                problem = f"timed out after {args.timeout:g} s"
+            elif summary["errors"] is None:
+                problem = f"no sanitizer summary in the output (exit status {rc})"
+            elif rc != 0:
+                problem = f"driver exit status {rc}"
+            else:
+                problem = ""
+            runs.append({
+                "op": entry.op, "kernel": entry.name, "tool": tool, "clean": clean, "exit_status": rc,
+                "problem": problem, **summary, "seconds": round(time.perf_counter() - started, 1),
+                "command": " ".join(cmd), "driver_lines": [l for l in output.splitlines() if l.startswith("driver:")],
+                "output_tail": output[-3000:] if not clean else "",
+            })
+            r = runs[-1]
+            verdict = "clean" if clean else f"FINDINGS ({r['errors']} errors)" if r["errors"] else f"FAILED: {problem}"
+            print(f"  {verdict}  in {r['seconds']} s", flush=True)
+            for line in r["findings"][:8]:
+                print(f"    {line}")
+    report = {**environment.header(backend.describe(), seed=None), "tools": tools, "cases_per_kernel": args.cases,
+              "passed": all(r["clean"] for r in runs), "runs": runs}
+    path = writer.write_json(args.report_dir, "sanitize.json", report)
+    print(f"{'all kernels clean' if report['passed'] else 'sanitizer findings or failures'}; report: {path}")
+    return 0 if report["passed"] else 1
