@@ -1,0 +1,242 @@
+"""A mutation campaign: sanity first, then every selected mutant in its own worker, then a score.
+
+Order (as mutmut does): the unmutated kernels must pass the suite and a forced failure must
+fail it, else nothing is scored. Each mutant then runs the same properties as ``verify``
+(``stop_at_first_failure``, no shrinking) in a worker process whose time limit is derived
+from the clean run. Outcomes are one Enum; ``detected`` = killed, timeout or crashed.
+
+    score = detected / (total - incompetent - equivalent)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Callable
+
+from harness import mutagen
+from harness.jobs import Event, Job, JobResult, run_jobs
+from harness.registry import REGISTRY, KernelEntry
+
+MUTANT_PACKAGE = "properties.mutants"
+EQUIVALENT_FILE = Path(__file__).resolve().parent.parent / "properties" / "mutants" / "equivalent.toml"
+SANITY_PREFIX = "sanity.forced_failure."
+TIMEOUT_FACTOR = 5.0
+TIMEOUT_MARGIN_S = 60.0
+
+
+class Status(str, enum.Enum):
+    KILLED = "killed"
+    SURVIVED = "survived"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    INCOMPETENT = "incompetent"
+    EQUIVALENT = "equivalent"
+
+    @property
+    def detected(self) -> bool:
+        return self in (Status.KILLED, Status.TIMEOUT, Status.CRASHED)
+
+
+@dataclasses.dataclass
+class Outcome:
+    entry: KernelEntry
+    status: Status
+    killed_by: dict | None = None  # {check, case_id, repro}
+    seconds: float = 0.0
+    note: str = ""  # incompetence reason, equivalence reason, crash message
+
+    def to_dict(self) -> dict:
+        e = self.entry
+        return {
+            "op": e.op,
+            "name": e.name,
+            "origin": e.origin,
+            "operator": e.meta.get("operator", "plugin" if e.origin == "plugin" else None),
+            "location": e.meta.get("location", e.defined_at),
+            "diff": e.meta.get("diff", ""),
+            "description": e.description,
+            "status": self.status.value,
+            "detected": self.status.detected,
+            "killed_by": self.killed_by,
+            "seconds": round(self.seconds, 3),
+            "note": self.note,
+        }
+
+
+@dataclasses.dataclass
+class Sanity:
+    passed: bool
+    reason: str
+    clean_seconds: dict[str, float]  # op -> wall time of the slowest clean kernel run
+    details: list[dict]
+
+
+def mutant_modules() -> tuple[str, ...]:
+    import importlib
+    import pkgutil
+
+    pkg = importlib.import_module(MUTANT_PACKAGE)
+    return tuple(f"{MUTANT_PACKAGE}.{m.name}" for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name) if not m.name.startswith("_"))
+
+
+def load_mutants() -> tuple[str, ...]:
+    """Import every module of properties.mutants (catalogs, generated, sanity); return their names."""
+    import importlib
+
+    modules = mutant_modules()
+    for m in modules:
+        importlib.import_module(m)
+    return modules
+
+
+def select(op: str | None, pattern: str) -> list[KernelEntry]:
+    return [e for e in REGISTRY.select(op=op, kind="mutant", pattern=pattern) if e.origin != "sanity"]
+
+
+def load_equivalent(path: Path = EQUIVALENT_FILE) -> dict[str, dict]:
+    """name -> {reason, fingerprint}. A mark whose fingerprint no longer matches the mutant's
+    diff is ignored (the kernel changed; the judgement must be made again)."""
+    if not path.exists():
+        return {}
+    data = tomllib.loads(path.read_text())
+    out = {}
+    for item in data.get("equivalent", []):
+        if not item.get("reason", "").strip():
+            raise ValueError(f"{path}: equivalent mutant {item.get('name')!r} has no reason; write why it computes the same function")
+        out[item["name"]] = item
+    return out
+
+
+def _first_failure(result: JobResult) -> dict | None:
+    failed = next((r for r in result.records if not r.passed), None)
+    if failed is None:
+        return None
+    return {"check": failed.check, "case_id": failed.case_id, "repro": failed.repro, "message": (failed.message or "")[:500]}
+
+
+def classify(entry: KernelEntry, result: JobResult, markers: Path) -> Outcome:
+    incompetent = mutagen.read_marker(markers, entry.name)
+    killed_by = _first_failure(result)
+    if incompetent:
+        return Outcome(entry, Status.INCOMPETENT, None, result.seconds, incompetent)
+    if result.status == "timeout":
+        return Outcome(entry, Status.TIMEOUT, killed_by, result.seconds, killed_by["message"] if killed_by else "")
+    if result.status == "crashed":
+        return Outcome(entry, Status.CRASHED, killed_by, result.seconds, killed_by["message"] if killed_by else "")
+    if killed_by:
+        if killed_by.get("repro"):
+            killed_by["repro"] = killed_by["repro"].replace(" verify ", " mutate ", 1)
+        return Outcome(entry, Status.KILLED, killed_by, result.seconds)
+    return Outcome(entry, Status.SURVIVED, None, result.seconds)
+
+
+def _job(entry_op: str, name: str, *, backend: str, seed: int, max_examples: int, plugins, timeout: float, modules,
+         case: str | None) -> Job:
+    return Job(
+        op=entry_op, kernel=name, backend=backend, seed=seed, max_examples=max_examples, plugins=tuple(plugins),
+        case=case, stop_at_first_failure=True, timeout=timeout, extra_modules=tuple(modules),
+    )
+
+
+def is_marked(entry: KernelEntry, equivalent: dict[str, dict]) -> bool:
+    mark = equivalent.get(entry.name)
+    return bool(mark) and mark.get("fingerprint") in (None, entry.meta.get("fingerprint"))
+
+
+def sanity(ops: list[str], *, backend: str, seed: int, max_examples: int, plugins, parallel: int, modules,
+           case: str | None = None, on_event: Callable[[Event], None] | None = None) -> Sanity:
+    """The clean kernels must pass; the forced failure of each must fail."""
+    clean = [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and e.op in ops]
+    forced = [e for e in REGISTRY.select(kind="mutant", pattern=SANITY_PREFIX + "*") if e.op in ops]
+    missing = sorted(set(ops) - {e.op for e in clean})
+    if missing:
+        return Sanity(False, f"op(s) {', '.join(missing)} have no project kernel (kernels/<op>.py) to mutate", {}, [])
+    kw = dict(backend=backend, seed=seed, max_examples=max_examples, plugins=plugins, timeout=1800.0, modules=modules, case=case)
+    jobs = [_job(e.op, e.name, **kw) for e in clean] + [_job(e.op, e.name, **kw) for e in forced]
+    results = run_jobs(jobs, parallel=parallel, on_event=on_event)
+    details, problems, seconds = [], [], {}
+    for job, result in zip(jobs, results):
+        is_forced = job.kernel.startswith(SANITY_PREFIX)
+        failure = _first_failure(result)
+        details.append({"op": job.op, "kernel": job.kernel, "role": "forced_failure" if is_forced else "clean",
+                        "status": result.status, "passed": result.passed, "cases": result.cases_run,
+                        "seconds": result.seconds, "first_failure": failure})
+        if is_forced and result.passed:
+            problems.append(f"the forced failure {job.kernel} passed every case: the properties of {job.op!r} detect nothing")
+        elif not is_forced and not result.passed:
+            where = f"{failure['check']} on {failure['case_id']}" if failure else result.status
+            repro = f" (repro: {failure['repro']})" if failure and failure.get("repro") else ""
+            problems.append(f"the unmutated kernel {job.op}/{job.kernel} fails its own suite: {where}{repro}; fix it (make verify) before scoring mutants")
+        if not is_forced:
+            seconds[job.op] = max(seconds.get(job.op, 0.0), result.seconds)
+    if problems:
+        return Sanity(False, "; ".join(problems), seconds, details)
+    return Sanity(True, "clean kernels pass, forced failures fail", seconds, details)
+
+
+def run_mutants(entries: list[KernelEntry], *, backend: str, seed: int, max_examples: int, plugins, parallel: int,
+                modules, timeouts: dict[str, float], equivalent: dict[str, dict], case: str | None = None,
+                on_event: Callable[[Event], None] | None = None) -> list[Outcome]:
+    """Run every mutant not marked equivalent; outcomes in the order of ``entries``."""
+    outcomes: dict[str, Outcome] = {}
+    to_run = []
+    for e in entries:
+        if is_marked(e, equivalent):
+            outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, equivalent[e.name]["reason"].strip())
+        else:
+            to_run.append(e)
+    with tempfile.TemporaryDirectory(prefix="harness-markers-") as markers:
+        previous = os.environ.get(mutagen.MARKERS_ENV)
+        os.environ[mutagen.MARKERS_ENV] = markers
+        try:
+            jobs = [
+                _job(e.op, e.name, backend=backend, seed=seed, max_examples=max_examples,
+                     plugins=plugins, timeout=timeouts[e.op], modules=modules, case=case)
+                for e in to_run
+            ]
+            results = run_jobs(jobs, parallel=parallel, on_event=on_event)
+            for e, r in zip(to_run, results):
+                outcomes[e.name] = classify(e, r, Path(markers))
+        finally:
+            if previous is None:
+                os.environ.pop(mutagen.MARKERS_ENV, None)
+            else:
+                os.environ[mutagen.MARKERS_ENV] = previous
+    return [outcomes[e.name] for e in entries]
+
+
+def score(outcomes: list[Outcome]) -> float | None:
+    """detected / (total - incompetent - equivalent); None when no mutant is scorable."""
+    scorable = [o for o in outcomes if o.status not in (Status.INCOMPETENT, Status.EQUIVALENT)]
+    if not scorable:
+        return None
+    return sum(o.status.detected for o in scorable) / len(scorable)
+
+
+def kill_matrix(outcomes: list[Outcome]) -> dict[str, dict[str, str]]:
+    """mutant -> {check: case id} for every detected mutant (a mutant stops at its first detection)."""
+    return {o.entry.name: {o.killed_by["check"]: o.killed_by["case_id"]} for o in outcomes if o.status.detected and o.killed_by}
+
+
+def minimal_cases(outcomes: list[Outcome]) -> list[dict]:
+    """A small set of cases that together kill every detected mutant (greedy set cover over
+    the observed kills), largest first, each with the mutants it kills and a repro."""
+    kills: dict[str, set[str]] = {}
+    repro: dict[str, str] = {}
+    for o in outcomes:
+        if o.status.detected and o.killed_by and o.killed_by["case_id"] != "(between cases)":
+            kills.setdefault(o.killed_by["case_id"], set()).add(o.entry.name)
+            repro.setdefault(o.killed_by["case_id"], o.killed_by.get("repro", ""))
+    left = set().union(*kills.values()) if kills else set()
+    chosen = []
+    while left:
+        case = max(sorted(kills), key=lambda c: len(kills[c] & left))
+        covered = kills[case] & left
+        chosen.append({"case_id": case, "kills": sorted(covered), "repro": repro[case]})
+        left -= covered
+    return chosen

@@ -1,0 +1,112 @@
+"""``python -m harness mutate``: the mutation campaign and its score gate.
+
+Runs every selected mutant (hand-written catalog, generated from the kernels' source,
+plugin ``register_mutant`` entries) against the same properties as ``verify``.
+Exit status: 0 iff score >= --min-score; 1 if the score is lower, or if the campaign
+refuses to score because the sanity step failed (the unmutated kernel fails its suite, or a
+forced failure passes it; the report says which); 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from harness.cli import common
+from harness.errors import UsageError
+
+NAME = "mutate"
+HELP = "mutation testing: run broken variants of the kernels and score how many the properties detect"
+DEFAULT_MAX_EXAMPLES = {"interpreter": 5, "cuda": 50}
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a time limit > 0 seconds, got {value}")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    common.add_selection(p)
+    p.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
+                   help="per-mutant time limit (default: 5x the clean run's time + 60 s)")
+    p.add_argument("--min-score", type=fraction, default=1.0, metavar="FRACTION",
+                   help="exit 1 if the mutation score is below this (default: 1.0)")
+    p.add_argument("--case", metavar="CASE_ID", help="run only this case (the repro of a kill)")
+
+
+def run(args: argparse.Namespace) -> int:
+    backend = common.prepare(args)
+    from harness import campaign
+    from harness.cases import Case
+    from harness.progress import Progress
+    from reports import environment, mutation_report, writer
+
+    started = time.monotonic()
+    modules = campaign.load_mutants()
+    entries = campaign.select(args.op, args.select)
+    if not entries:
+        known = len(campaign.select(args.op, "*"))
+        raise UsageError(
+            f"--select {args.select!r} matches no mutant{' of op ' + args.op if args.op else ''} "
+            f"({known} registered); use a glob such as 'cat.*' or 'gen.rmsnorm_forward.*'"
+        )
+    case = Case.parse(args.case).id if args.case else None
+    max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
+    if case:
+        max_examples = 0
+    ops = sorted({e.op for e in entries})
+    equivalent = campaign.load_equivalent()
+    runnable = [e for e in entries if not campaign.is_marked(e, equivalent)]
+    parallel = args.jobs or common.default_jobs(backend, max(2, len(runnable)))
+    settings = dict(backend=backend.name, seed=args.seed, max_examples=max_examples, plugins=args.plugin,
+                    parallel=parallel, modules=modules)
+    header = environment.header(backend.describe(), seed=args.seed)
+    header["max_examples"] = max_examples
+
+    with Progress("mutate: sanity", 2 * len(ops)) as progress:
+        check = campaign.sanity(ops, case=case, on_event=progress, **settings)
+    sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds, "runs": check.details}
+    if not check.passed:
+        report = mutation_report.build(header, mutants=[], score=None, min_score=args.min_score, sanity=sanity,
+                                       kill_matrix={}, minimal_cases=[], seconds=time.monotonic() - started,
+                                       refused=check.reason)
+        path = writer.write_json(args.report_dir, "mutation.json", report)
+        mutation_report.print_mutation(report, path=str(path))
+        return 1
+
+    timeouts = {
+        op: args.timeout or campaign.TIMEOUT_FACTOR * check.clean_seconds.get(op, 60.0) + campaign.TIMEOUT_MARGIN_S
+        for op in ops
+    }
+    sanity["timeouts"] = timeouts
+    with Progress("mutate", len(runnable)) as progress:
+        outcomes = campaign.run_mutants(entries, timeouts=timeouts, equivalent=equivalent, case=case,
+                                        on_event=progress, **settings)
+    report = mutation_report.build(
+        header,
+        mutants=[o.to_dict() for o in outcomes],
+        score=campaign.score(outcomes),
+        min_score=args.min_score,
+        sanity=sanity,
+        kill_matrix=campaign.kill_matrix(outcomes),
+        minimal_cases=campaign.minimal_cases(outcomes),
+        seconds=time.monotonic() - started,
+    )
+    path = writer.write_json(args.report_dir, "mutation.json", report)
+    mutation_report.print_mutation(report, path=str(path))
+    return 0 if report["passed"] else 1

@@ -1,0 +1,389 @@
+"""Source mutants of the project's kernel modules, re-jitted in memory.
+
+A mutant is one kernel module's source with one change, executed under a file name that
+exists only in ``linecache`` (Triton reads a jit function's source from there); the files on
+disk are never touched. The whole module is re-executed, so a mutant runs through the
+module's real wrapper and autograd code; the registry *captures* the entries the copy
+registers (``REGISTRY.capturing()``) and the campaign registers the captured callable as a
+mutant. Two sources of changes share this machinery:
+
+- generated: ``properties.mutation_operators.OPERATORS`` applied to every node of every
+  ``@triton.jit`` function of every module of the ``kernels`` package, in a fixed order, so a
+  worker process regenerates a mutant from its name alone;
+- catalog: a hand-written text patch (``old`` -> ``new``, matching exactly once).
+
+Every launch of a mutant module's jit functions is guarded: an exception Triton raises
+while compiling (``CompilationError``; in the interpreter, a front-end error wrapped in
+``InterpreterError``) marks the mutant *incompetent* (a file in the directory named by
+``HARNESS_MUTATION_MARKERS``) before the exception reaches the runner.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+import difflib
+import hashlib
+import importlib
+import inspect
+import json
+import linecache
+import os
+import pkgutil
+import sys
+import traceback
+import types
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from harness.errors import HarnessError, RegistryError
+from harness.registry import REGISTRY, KernelEntry, load_project_kernels, register_mutant
+
+MARKERS_ENV = "HARNESS_MUTATION_MARKERS"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- building a mutant module ----------------------------------------------------------------
+
+
+class SourceMutant:
+    """A callable that builds its mutated module on first use and calls the captured kernel."""
+
+    def __init__(self, module: str, kernel: str, name: str, source: Callable[[], str]):
+        self.module, self.kernel, self.name = module, kernel, name
+        self._source = source
+        self._fn: Callable[..., Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"<mutant {self.name} of {self.module}.{self.kernel}>"
+
+    def build(self) -> Callable[..., Any]:
+        if self._fn is None:
+            self._fn = build_module(self.module, self._source(), self.kernel, self.name)
+        return self._fn
+
+    def __call__(self, *args, **kwargs):
+        return self.build()(*args, **kwargs)
+
+
+def build_module(module_name: str, source: str, kernel: str, mutant: str) -> Callable[..., Any]:
+    """Execute ``source`` as a copy of ``module_name``; return the callable it registers as ``kernel``."""
+    digest = hashlib.sha1(source.encode()).hexdigest()[:10]
+    filename = f"<mutant {mutant} of {module_name} {digest}>"
+    lines = source.splitlines(keepends=True)
+    linecache.cache[filename] = (len(source), None, lines, filename)
+    original = importlib.import_module(module_name)
+    copy_name = f"{module_name}__mutant_{digest}"
+    mod = types.ModuleType(copy_name, original.__doc__)
+    mod.__file__ = filename
+    mod.__package__ = original.__package__
+    sys.modules[copy_name] = mod
+    code = compile(source, filename, "exec")
+    with REGISTRY.capturing() as captured:
+        exec(code, mod.__dict__)
+    for value in list(mod.__dict__.values()):
+        if _is_jit(value):
+            _guard_launches(value, mutant)
+    found = [e for e in captured if e.name == kernel]
+    if not found:
+        names = ", ".join(e.name for e in captured) or "none"
+        raise RegistryError(f"mutant {mutant}: the mutated copy of {module_name} registers no kernel named {kernel!r} (it registers: {names})")
+    return found[0].fn
+
+
+def _is_jit(value: Any) -> bool:
+    try:
+        from triton.runtime.jit import KernelInterface
+    except ImportError:  # no triton: nothing to guard
+        return False
+    return isinstance(value, KernelInterface) and callable(getattr(value, "run", None))
+
+
+def _guard_launches(jitfn: Any, mutant: str) -> None:
+    original = jitfn.run
+
+    def run(*args, **kwargs):
+        try:
+            return original(*args, **kwargs)
+        except Exception as exc:
+            why = incompetence(exc)
+            if why:
+                mark_incompetent(mutant, why)
+            raise
+
+    jitfn.run = run
+
+
+def incompetence(exc: BaseException) -> str | None:
+    """Why this launch exception means the mutant does not compile (None: a real failure).
+
+    CompilationError on a GPU; in the interpreter, an InterpreterError whose cause was raised
+    inside Triton's own front end (not by a harness guard such as the out-of-bounds check).
+    """
+    chain, seen = [], exc
+    while seen is not None and len(chain) < 8:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    if any(isinstance(e, HarnessError) for e in chain):
+        return None
+    names = {type(e).__name__ for e in chain}
+    if "CompilationError" in names or any(type(e).__name__.endswith("CompilationError") for e in chain):
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else ''}"
+    if type(exc).__name__ == "InterpreterError" and exc.__cause__ is not None:
+        frames = traceback.extract_tb(exc.__cause__.__traceback__)
+        if frames and f"{os.sep}triton{os.sep}" in frames[-1].filename:
+            return f"{type(exc.__cause__).__name__}: {str(exc.__cause__)[:300]}"
+    return None
+
+
+def mark_incompetent(mutant: str, why: str) -> None:
+    folder = os.environ.get(MARKERS_ENV)
+    if not folder:
+        return
+    path = Path(folder) / marker_name(mutant)
+    path.write_text(json.dumps({"mutant": mutant, "reason": why}))
+
+
+def marker_name(mutant: str) -> str:
+    return hashlib.sha1(mutant.encode()).hexdigest()[:16] + ".incompetent.json"
+
+
+def read_marker(folder: str | Path, mutant: str) -> str | None:
+    path = Path(folder) / marker_name(mutant)
+    try:
+        return json.loads(path.read_text())["reason"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+# --- generated mutants -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    """One generated change to one jit function of one module."""
+
+    module: str
+    function: str
+    operator: str
+    index: int  # 1-based, per (function, operator), in visiting order
+    location: str  # path:line of the changed node in the file on disk
+    diff: str  # unified diff of the function (unparsed before/after)
+    _tree: ast.Module = dataclasses.field(repr=False, compare=False)
+    _fn: ast.FunctionDef = dataclasses.field(repr=False, compare=False)
+    _f_index: int = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def source(self) -> str:
+        """The whole mutated module, unparsed (computed on demand: only a worker needs it)."""
+        body = list(self._tree.body)
+        body[self._f_index] = self._fn
+        return ast.unparse(ast.Module(body=body, type_ignores=[]))
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha1(self.diff.encode()).hexdigest()[:12]
+
+
+def _visit(fn: ast.FunctionDef) -> list[tuple[ast.AST, ast.AST, str, int | None]]:
+    """Every node of the function's body, pre-order: (node, parent, field, index in field)."""
+    out = []
+
+    def rec(node: ast.AST) -> None:
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, ast.AST):
+                        out.append((item, node, field, i))
+                        rec(item)
+            elif isinstance(value, ast.AST):
+                out.append((value, node, field, None))
+                rec(value)
+
+    for i, stmt in enumerate(fn.body):
+        out.append((stmt, fn, "body", i))
+        rec(stmt)
+    return out
+
+
+def _scope(fn: ast.FunctionDef, visited) -> Any:
+    from properties.mutation_operators import Scope
+
+    params = tuple(a.arg for a in fn.args.args)
+    constexprs = frozenset(
+        a.arg for a in fn.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)
+    )
+    parents = {id(node): parent for node, parent, _, _ in visited}
+    return Scope(params=params, constexprs=constexprs, parents=parents)
+
+
+def _is_jit_def(fn: ast.AST) -> bool:
+    return isinstance(fn, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in fn.decorator_list)
+
+
+def mutations(module_name: str) -> list[Mutation]:
+    """Every generated mutation of the module's @triton.jit functions, in a fixed order,
+    without duplicates (two operators giving the same function text count once)."""
+    from properties.mutation_operators import OPERATORS
+
+    module = importlib.import_module(module_name)
+    source = inspect.getsource(module)
+    path = _display_path(inspect.getsourcefile(module) or module_name)
+    tree = ast.parse(source)
+    out: list[Mutation] = []
+    for f_index, fn in enumerate(tree.body):
+        if not _is_jit_def(fn):
+            continue
+        before = ast.unparse(fn)
+        visited = _visit(fn)
+        scope = _scope(fn, visited)
+        seen = {before}
+        counters: dict[str, int] = {}
+        for position, (node, _, _, _) in enumerate(visited):
+            for op_name, operator in OPERATORS.items():
+                for replacement in operator(node, scope):
+                    new_fn = copy.deepcopy(fn)
+                    _, parent, field, idx = _visit(new_fn)[position]
+                    if idx is None:
+                        setattr(parent, field, replacement)
+                    else:
+                        getattr(parent, field)[idx] = replacement
+                    ast.fix_missing_locations(new_fn)
+                    after = ast.unparse(new_fn)
+                    if after in seen:
+                        continue
+                    seen.add(after)
+                    counters[op_name] = counters.get(op_name, 0) + 1
+                    out.append(
+                        Mutation(
+                            module=module_name,
+                            function=fn.name,
+                            operator=op_name,
+                            index=counters[op_name],
+                            location=f"{path}:{getattr(node, 'lineno', fn.lineno)}",
+                            diff=_diff(before, after, fn.name),
+                            _tree=tree,
+                            _fn=new_fn,
+                            _f_index=f_index,
+                        )
+                    )
+    return out
+
+
+def _diff(before: str, after: str, label: str) -> str:
+    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), f"{label} (original)", f"{label} (mutant)", n=1, lineterm="")
+    return "\n".join(list(lines)[2:])
+
+
+def _display_path(file: str) -> str:
+    try:
+        return str(Path(file).resolve().relative_to(ROOT))
+    except ValueError:
+        return file
+
+
+def project_modules() -> list[str]:
+    """Every module of the ``kernels`` package (a new op's kernels get mutants with no edit here)."""
+    load_project_kernels()
+    pkg = importlib.import_module("kernels")
+    return [f"kernels.{m.name}" for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name) if not m.name.startswith("_")]
+
+
+def project_entries(module_name: str) -> list[KernelEntry]:
+    return [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and getattr(e.fn, "__module__", None) == module_name]
+
+
+def generated_name(entry: KernelEntry, mutation: Mutation, several: bool) -> str:
+    fn = mutation.function.lstrip("_")
+    prefix = f"gen.{entry.name}." if several else "gen."
+    return f"{prefix}{fn}.{mutation.operator}.{mutation.index}"
+
+
+def register_generated() -> int:
+    """Register every generated mutant of every project kernel (built lazily); returns the count."""
+    count = 0
+    for module_name in project_modules():
+        entries = project_entries(module_name)
+        if not entries:
+            continue
+        for mutation in mutations(module_name):
+            for entry in entries:
+                name = generated_name(entry, mutation, len(entries) > 1)
+                fn = SourceMutant(module_name, entry.name, name, lambda m=mutation: m.source)
+                register_mutant(
+                    entry.op,
+                    name=name,
+                    contract=entry.contract,
+                    origin="generated",
+                    description=f"{mutation.operator} in {mutation.function} at {mutation.location}",
+                    meta={
+                        "operator": mutation.operator,
+                        "location": mutation.location,
+                        "diff": mutation.diff,
+                        "fingerprint": mutation.fingerprint,
+                        "kernel": entry.name,
+                    },
+                )(fn)
+                count += 1
+    return count
+
+
+# --- hand-written (catalog) mutants ------------------------------------------------------------
+
+
+def patch_source(module_name: str, function: str | None, old: str, new: str) -> tuple[str, str, str]:
+    """Apply one text patch to a module's source; returns (mutated source, location, diff).
+
+    ``old`` must occur exactly once (inside ``function`` when one is named), so a catalog
+    entry breaks loudly instead of silently patching the wrong line when the kernel changes.
+    """
+    module = importlib.import_module(module_name)
+    source = inspect.getsource(module)
+    path = _display_path(inspect.getsourcefile(module) or module_name)
+    start, end = 0, len(source)
+    if function is not None:
+        tree = ast.parse(source)
+        defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == function]
+        if not defs:
+            raise RegistryError(f"catalog patch names function {function!r}, which {path} does not define; fix the catalog entry")
+        lines = source.splitlines(keepends=True)
+        start = sum(len(l) for l in lines[: defs[0].lineno - 1])
+        end = sum(len(l) for l in lines[: defs[0].end_lineno])
+    count = source.count(old, start, end)
+    if count != 1:
+        where = f"function {function} of {path}" if function else path
+        raise RegistryError(
+            f"catalog patch text {old!r} occurs {count} times in {where} (it must occur exactly once); "
+            "update the catalog entry to match the kernel's current source"
+        )
+    at = source.index(old, start, end)
+    mutated = source[:at] + new + source[at + len(old):]
+    line = source.count("\n", 0, at) + 1
+    diff = "\n".join(
+        list(difflib.unified_diff(source.splitlines(), mutated.splitlines(), "original", "mutant", n=1, lineterm=""))[2:]
+    )
+    return mutated, f"{path}:{line}", diff
+
+
+def register_catalog(op: str, *, kernel: str, module: str, entries: Iterator[dict] | list[dict]) -> None:
+    """Register hand-written patches of one project kernel as catalog mutants (public API)."""
+    base = REGISTRY.get(op, kernel)
+    for item in entries:
+        source, location, diff = patch_source(module, item.get("function"), item["old"], item["new"])
+        name = item["name"]
+        fn = SourceMutant(module, kernel, name, lambda s=source: s)
+        register_mutant(
+            op,
+            name=name,
+            contract=base.contract,
+            origin="catalog",
+            description=item["why"],
+            meta={
+                "operator": f"catalog:{item['bug_class']}",
+                "location": location,
+                "diff": diff,
+                "fingerprint": hashlib.sha1(diff.encode()).hexdigest()[:12],
+                "kernel": kernel,
+            },
+        )(fn)

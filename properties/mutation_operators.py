@@ -1,0 +1,304 @@
+"""Mutation operators for Triton kernels: one small generator per operator, in one table.
+
+Each operator receives one AST node of a ``@triton.jit`` function and the function's
+:class:`Scope`, and yields replacement nodes (it never modifies the node it is given). The
+engine (``harness.mutagen``) visits every node of every kernel in a fixed order and applies
+the operators in table order, so a generated mutant's name always denotes the same change.
+
+Replacements that could never compile on a GPU are not generated at all (e.g. a runtime
+size as a ``tl.arange`` bound: shapes must be ``tl.constexpr``); everything else that fails
+to compile is reported as ``incompetent`` by the campaign.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+from typing import Callable, Iterator
+
+__all__ = ["OPERATORS", "Scope", "Operator"]
+
+Operator = Callable[[ast.AST, "Scope"], Iterator[ast.AST]]
+
+# calls whose arguments are shapes (must stay tl.constexpr) or whose constants have their own operator
+SHAPE_CALLS = {"arange", "zeros", "full", "reshape", "view", "broadcast_to", "expand_dims", "program_id", "num_programs"}
+MEMORY_CALLS = {"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and", "atomic_or"}
+LOOP_CALLS = {"range", "static_range"}
+
+
+@dataclasses.dataclass
+class Scope:
+    """What the operators need to know about one jit function's parameters."""
+
+    params: tuple[str, ...]
+    constexprs: frozenset[str]
+    parents: dict[int, ast.AST]  # id(node) -> parent node
+
+    @property
+    def size_to_block(self) -> dict[str, str]:
+        """Runtime logical sizes and the block size that tiles them: N <-> BLOCK, P <-> BLOCK_P."""
+        pairs = {}
+        for block in sorted(self.constexprs):
+            if not block.startswith("BLOCK"):
+                continue
+            size = block.removeprefix("BLOCK_") if block != "BLOCK" else "N"
+            if size in self.params and size not in self.constexprs:
+                pairs[size] = block
+        return pairs
+
+    @property
+    def stride_partner(self) -> dict[str, str]:
+        """Each stride parameter and the other stride of the same tensor (stride_xm <-> stride_xn)."""
+        strides = [p for p in self.params if p.startswith("stride")]
+        out = {}
+        for s in strides:
+            others = [t for t in strides if t != s and t[:-1] == s[:-1]]
+            if others:
+                out[s] = others[0]
+        return out
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self.parents.get(id(node))
+
+    def enclosing_call(self, node: ast.AST) -> tuple[ast.Call | None, str | None]:
+        """The call ``node`` is an argument of (directly), and the keyword it is passed as."""
+        parent = self.parent(node)
+        if isinstance(parent, ast.keyword):
+            call = self.parent(parent)
+            return (call, parent.arg) if isinstance(call, ast.Call) else (None, None)
+        if isinstance(parent, (ast.List, ast.Tuple)):
+            parent = self.parent(parent)  # shapes passed as [BLOCK] or (BLOCK_M, BLOCK_N)
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            return parent, None
+        return None, None
+
+    def inside_call(self, node: ast.AST, names: set[str]) -> bool:
+        parent = self.parent(node)
+        while parent is not None and not isinstance(parent, ast.stmt):
+            if isinstance(parent, ast.Call) and call_name(parent) in names:
+                return True
+            parent = self.parent(parent)
+        return False
+
+
+def call_name(node: ast.AST) -> str | None:
+    """``tl.sum(...)`` -> "sum", ``range(...)`` -> "range", ``x.to(...)`` -> "to"."""
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    return None
+
+
+def _is_tl_call(node: ast.AST, *names: str) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "tl"
+        and node.func.attr in names
+    )
+
+
+def _keyword(call: ast.Call, name: str) -> ast.keyword | None:
+    return next((k for k in call.keywords if k.arg == name), None)
+
+
+def _tl(attr: str) -> ast.Attribute:
+    return ast.Attribute(value=ast.Name(id="tl", ctx=ast.Load()), attr=attr, ctx=ast.Load())
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+# --- the operators -------------------------------------------------------------------------
+
+
+def size_block_swap(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """Logical size <-> block size: ``N`` -> ``BLOCK`` (divides by the padded length, strides
+    rows by BLOCK) and ``BLOCK`` -> ``N`` outside shape positions."""
+    if not isinstance(node, ast.Name) or not isinstance(node.ctx, ast.Load):
+        return
+    pairs = scope.size_to_block
+    if node.id in pairs:
+        yield ast.Name(id=pairs[node.id], ctx=ast.Load())
+    blocks = {b: s for s, b in pairs.items()}
+    if node.id in blocks and not scope.inside_call(node, SHAPE_CALLS):
+        yield ast.Name(id=blocks[node.id], ctx=ast.Load())
+
+
+def mask_lt_to_le(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``<`` -> ``<=`` in a bound check: one lane past the end is let through."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Lt):
+        yield ast.Compare(left=copy.deepcopy(node.left), ops=[ast.LtE()], comparators=copy.deepcopy(node.comparators))
+
+
+def drop_mask(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """A load, store or atomic without its mask (and without ``other``, which needs a mask)."""
+    if _is_tl_call(node, *MEMORY_CALLS) and _keyword(node, "mask") is not None:
+        new = copy.deepcopy(node)
+        new.keywords = [k for k in new.keywords if k.arg not in ("mask", "other")]
+        yield new
+
+
+def other_zero_to_one(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``other=0`` -> ``other=1``: masked-off lanes read 1 and leak into reductions."""
+    if not _is_tl_call(node, "load"):
+        return
+    other = _keyword(node, "other")
+    if other is not None and isinstance(other.value, ast.Constant) and other.value.value == 0:
+        new = copy.deepcopy(node)
+        _keyword(new, "other").value = ast.Constant(value=1.0)
+        yield new
+
+
+def sum_to_max(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``tl.sum`` -> ``tl.max``: the wrong reduction."""
+    if _is_tl_call(node, "sum"):
+        new = copy.deepcopy(node)
+        new.func = _tl("max")
+        yield new
+
+
+def sum_to_mean(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``tl.sum(a, axis=k)`` -> ``tl.sum(a, axis=k) / a.shape[k]``: a mean where a sum belongs."""
+    if not _is_tl_call(node, "sum") or not node.args:
+        return
+    axis = node.args[1] if len(node.args) > 1 else getattr(_keyword(node, "axis"), "value", None)
+    if not (isinstance(axis, ast.Constant) and isinstance(axis.value, int)):
+        return
+    length = ast.Subscript(
+        value=ast.Attribute(value=copy.deepcopy(node.args[0]), attr="shape", ctx=ast.Load()),
+        slice=ast.Constant(value=axis.value),
+        ctx=ast.Load(),
+    )
+    yield ast.BinOp(left=copy.deepcopy(node), op=ast.Div(), right=length)
+
+
+def drop_upcast(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``v.to(tl.float32)`` -> ``v``: arithmetic in the storage precision."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "to"
+        and node.args
+        and isinstance(node.args[0], ast.Attribute)
+        and node.args[0].attr == "float32"
+    ):
+        yield copy.deepcopy(node.func.value)
+
+
+def add_sub_swap(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``+`` <-> ``-`` (also in ``+=``)."""
+    swap = {ast.Add: ast.Sub, ast.Sub: ast.Add}
+    if isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in swap:
+        new = copy.deepcopy(node)
+        new.op = swap[type(node.op)]()
+        yield new
+
+
+def mul_div_swap(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``*`` <-> ``/`` on values (pointer offsets are left to the stride operators)."""
+    swap = {ast.Mult: ast.Div, ast.Div: ast.Mult}
+    if isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in swap:
+        if any(n.startswith("stride") for n in _names_in(node)) and isinstance(node.op, ast.Mult):
+            return
+        new = copy.deepcopy(node)
+        new.op = swap[type(node.op)]()
+        yield new
+
+
+def constant_perturb(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """A numeric literal c -> c + 1 (0.5 -> 1.5, 0 -> 1): off-by-one starts, wrong scales."""
+    if not isinstance(node, ast.Constant) or isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+        return
+    call, keyword = scope.enclosing_call(node)
+    if keyword in ("other", "axis", "num_warps", "eviction_policy"):
+        return  # other has its own operator; an axis change is a different bug class
+    if call is not None and call_name(call) in SHAPE_CALLS:
+        return  # shape arguments and program ids: incompetent or covered by program_id_swap
+    if call is not None and call_name(call) in ("sum", "max", "min") and keyword is None and node is not call.args[0]:
+        return  # the positional axis of a reduction
+    yield ast.Constant(value=node.value + 1)
+
+
+def stride_change(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """A stride replaced by 1 (contiguity assumed) or by the tensor's other stride (transposed)."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id.startswith("stride") and node.id in scope.params:
+        yield ast.Constant(value=1)
+        partner = scope.stride_partner.get(node.id)
+        if partner:
+            yield ast.Name(id=partner, ctx=ast.Load())
+
+
+def drop_offset_term(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``PTR + row * stride + cols`` loses its row (or column) offset term."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+        return
+    for kept, dropped in ((node.left, node.right), (node.right, node.left)):
+        if isinstance(dropped, ast.BinOp) and isinstance(dropped.op, ast.Mult):
+            names = _names_in(dropped)
+            if any(n.startswith("stride") for n in names) or names & set(scope.size_to_block):
+                yield copy.deepcopy(kept)
+
+
+def loop_bound(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``range(a, b)`` -> ``range(a, b + 1)`` and ``range(a, b - 1)``: one iteration too many or few."""
+    if call_name(node) not in LOOP_CALLS or not node.args or len(node.args) > 3:
+        return
+    end = 0 if len(node.args) == 1 else 1
+    for op in (ast.Add(), ast.Sub()):
+        new = copy.deepcopy(node)
+        new.args[end] = ast.BinOp(left=new.args[end], op=op, right=ast.Constant(value=1))
+        yield new
+
+
+def atomic_to_rmw(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``tl.atomic_add(p, v, mask=m)`` -> ``tl.store(p, tl.load(p, mask=m) + v, mask=m)``: a racy
+    read-modify-write (only a GPU run can show it; the interpreter runs programs in turn)."""
+    if not (isinstance(node, ast.Expr) and _is_tl_call(node.value, "atomic_add")):
+        return
+    call = node.value
+    pointer = call.args[0] if call.args else getattr(_keyword(call, "pointer"), "value", None)
+    value = call.args[1] if len(call.args) > 1 else getattr(_keyword(call, "val"), "value", None)
+    if pointer is None or value is None:
+        return
+    mask = call.args[2] if len(call.args) > 2 else getattr(_keyword(call, "mask"), "value", None)
+    masked = [ast.keyword(arg="mask", value=copy.deepcopy(mask))] if mask is not None else []
+    load = ast.Call(func=_tl("load"), args=[copy.deepcopy(pointer)], keywords=list(masked))
+    total = ast.BinOp(left=load, op=ast.Add(), right=copy.deepcopy(value))
+    store = ast.Call(func=_tl("store"), args=[copy.deepcopy(pointer), total], keywords=copy.deepcopy(masked))
+    yield ast.Expr(value=store)
+
+
+def program_id_swap(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``tl.program_id(0)`` <-> ``tl.program_id(1)``: the grid axes confused."""
+    if not _is_tl_call(node, "program_id"):
+        return
+    axis = node.args[0] if node.args else getattr(_keyword(node, "axis"), "value", None)
+    if isinstance(axis, ast.Constant) and axis.value in (0, 1, 2):
+        yield ast.Call(func=_tl("program_id"), args=[ast.Constant(value=1 if axis.value == 0 else 0)], keywords=[])
+
+
+# The table: name -> generator. Order matters only for naming (it is part of the mutant name).
+OPERATORS: dict[str, Operator] = {
+    "size_block_swap": size_block_swap,
+    "mask_lt_to_le": mask_lt_to_le,
+    "drop_mask": drop_mask,
+    "other_zero_to_one": other_zero_to_one,
+    "sum_to_max": sum_to_max,
+    "sum_to_mean": sum_to_mean,
+    "drop_upcast": drop_upcast,
+    "add_sub_swap": add_sub_swap,
+    "mul_div_swap": mul_div_swap,
+    "constant_perturb": constant_perturb,
+    "stride_change": stride_change,
+    "drop_offset_term": drop_offset_term,
+    "loop_bound": loop_bound,
+    "atomic_to_rmw": atomic_to_rmw,
+    "program_id_swap": program_id_swap,
+}

@@ -1,0 +1,93 @@
+"""The mutation report: ``mutation.json`` and its terminal table (survivors first, with diffs).
+
+Reads the campaign's outcomes as plain dicts; knows nothing about how mutants ran.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+from rich.console import Console
+from rich.table import Table
+
+STATUS_ORDER = ("survived", "timeout", "crashed", "killed", "incompetent", "equivalent")
+STATUS_STYLE = {"survived": "red", "timeout": "yellow", "crashed": "yellow", "killed": "green", "incompetent": "dim", "equivalent": "cyan"}
+
+
+def build(header: dict, *, mutants: list[dict], score: float | None, min_score: float, sanity: dict,
+          kill_matrix: dict, minimal_cases: list[dict], seconds: float, refused: str | None = None) -> dict:
+    counts = Counter(m["status"] for m in mutants)
+    origins = Counter(m["origin"] for m in mutants)
+    passed = refused is None and score is not None and score >= min_score
+    return {
+        **header,
+        "score": score,
+        "min_score": min_score,
+        "passed": passed,
+        "refused": refused,
+        "total": len(mutants),
+        "detected": sum(m["detected"] for m in mutants),
+        "counts": {s: counts.get(s, 0) for s in STATUS_ORDER},
+        "origins": dict(sorted(origins.items())),
+        "seconds": round(seconds, 1),
+        "sanity": sanity,
+        "mutants": mutants,
+        "kill_matrix": kill_matrix,
+        "minimal_cases": minimal_cases,
+    }
+
+
+def short_case(case_id: str) -> str:
+    """``rmsnorm:M=17,N=257,dtype=float16,layout=transposed,...`` -> ``17x257 float16 transposed``."""
+    params = dict(p.partition("=")[::2] for p in case_id.partition(":")[2].split(",") if "=" in p)
+    if "M" in params and "N" in params:
+        rest = [params[k] for k in ("dtype", "layout", "values") if k in params]
+        return " ".join([f"{params['M']}x{params['N']}", *rest])
+    return case_id
+
+
+def ordered(mutants: list[dict]) -> list[dict]:
+    """Survivors first, then the other outcomes; stable by op and name within each."""
+    return sorted(mutants, key=lambda m: (STATUS_ORDER.index(m["status"]), m["op"], m["name"]))
+
+
+def print_mutation(report: dict, *, path: str, file=None) -> None:
+    console = Console(file=file or sys.stdout, width=max(110, Console().width), soft_wrap=False)
+    if report["refused"]:
+        console.print(f"[red]mutation campaign refused to score[/]: {report['refused']}", highlight=False)
+        console.print(f"report: {path}")
+        return
+    table = Table(title=f"mutate: {report['backend']} on {report['device']}  (seed {report['seed']})")
+    for col in ("status", "op", "mutant", "origin", "operator", "location", "detected by", "s"):
+        table.add_column(col, justify="right" if col == "s" else "left", overflow="fold")
+    for m in ordered(report["mutants"]):
+        k = m["killed_by"]
+        by = f"{k['check']} @ {short_case(k['case_id'])}" if k else (m["note"][:60] if m["note"] else "-")
+        style = STATUS_STYLE[m["status"]]
+        table.add_row(f"[{style}]{m['status']}[/]", m["op"], m["name"], m["origin"], m["operator"] or "-",
+                      m["location"] or "-", by, f"{m['seconds']:.1f}")
+    console.print(table)
+
+    for m in ordered(report["mutants"]):
+        if m["status"] != "survived":
+            continue
+        console.print(f"[red]SURVIVED[/] {m['op']}/{m['name']} ({m['location']}): {m['description']}", highlight=False)
+        for line in (m["diff"] or "(no diff: a plugin mutant)").splitlines():
+            console.print(f"    {line}", highlight=False, markup=False)
+    equivalent = [m for m in report["mutants"] if m["status"] == "equivalent"]
+    if equivalent:
+        console.print(f"[cyan]{len(equivalent)} mutant(s) marked equivalent[/] (properties/mutants/equivalent.toml):")
+        for m in equivalent:
+            console.print(f"    {m['name']}: {m['note']}", highlight=False, markup=False)
+
+    c = report["counts"]
+    score = "n/a" if report["score"] is None else f"{report['score']:.4f}"
+    verdict = "[green]PASS[/]" if report["passed"] else "[red]FAIL[/]"
+    console.print(
+        f"{verdict} score {score} (min {report['min_score']}) = {report['detected']} detected / "
+        f"({report['total']} total - {c['incompetent']} incompetent - {c['equivalent']} equivalent); "
+        + ", ".join(f"{s} {c[s]}" for s in STATUS_ORDER)
+        + f"; {len(report['minimal_cases'])} case(s) kill them all; {report['seconds']:.0f} s; report: {path}",
+        highlight=False,
+    )
