@@ -1,0 +1,85 @@
+"""``python -m harness report``: index.html, junit.xml and summary.md from the JSON reports.
+
+Reads ``DIR/verify.json`` and ``DIR/mutation.json`` (whichever exist), plus train_check.json,
+exercise.json and bench_*.json when present. Reports read records only: nothing here imports
+a kernel, an oracle, torch or triton, so it runs anywhere the JSON files are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from harness.cli import common
+from harness.errors import UsageError
+
+NAME = "report"
+HELP = "render index.html, junit.xml and summary.md from verify.json / mutation.json"
+EXTRAS = {"train_check.json": "train-check", "exercise.json": "exercise"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--report-dir", default=common.DEFAULT_REPORT_DIR, metavar="DIR",
+                   help=f"where verify.json / mutation.json are and the reports go (default: {common.DEFAULT_REPORT_DIR})")
+
+
+def _read(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path} cannot be read as JSON ({exc}); re-run the command that writes it") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} holds a {type(data).__name__}, not a report object; re-run the command that writes it")
+    return data
+
+
+def load(directory: str | Path) -> tuple[dict | None, dict | None, dict[str, dict]]:
+    """(verify, mutation, extras) from DIR; UsageError when neither verify.json nor mutation.json exists."""
+    folder = Path(directory)
+    verify, mutation = _read(folder / "verify.json"), _read(folder / "mutation.json")
+    if verify is None and mutation is None:
+        raise UsageError(f"no verify.json or mutation.json in {folder}; run `python -m harness verify "
+                         f"--report-dir {folder}` (or mutate) first")
+    extras = {label: data for name, label in EXTRAS.items() if (data := _read(folder / name)) is not None}
+    for path in sorted(folder.glob("bench_*.json")):
+        data = _read(path)
+        if data is not None:
+            extras[f"bench {path.stem.removeprefix('bench_')}"] = data
+    return verify, mutation, extras
+
+
+def write_all(directory: str | Path) -> list[Path]:
+    """Render the three reports into DIR (atomically, each file whole or absent); return their paths."""
+    from reports import html, junit, summary_md, writer
+
+    verify, mutation, extras = load(directory)
+    return [
+        writer.write_text(directory, "index.html", html.render(verify, mutation, extras, directory=directory)),
+        writer.write_text(directory, "junit.xml", junit.render(verify, mutation)),
+        writer.write_text(directory, "summary.md", summary_md.render(verify, mutation, extras)),
+    ]
+
+
+def write_after_run(directory: str | Path) -> bool:
+    """For verify/mutate: render, and on any failure print one clear warning instead of a traceback.
+    The caller's exit status stays the verdict of its checks; the warning says how to retry."""
+    import sys
+
+    try:
+        paths = write_all(directory)
+    except Exception as exc:  # a broken renderer must not hide the verdict the JSON already holds
+        print(f"warning: verdict written, but rendering index.html/junit.xml/summary.md failed: "
+              f"{type(exc).__name__}: {exc}; retry with `python -m harness report --report-dir {directory}`",
+              file=sys.stderr)
+        return False
+    print(f"reports: {', '.join(str(p) for p in paths)}")
+    return True
+
+
+def run(args: argparse.Namespace) -> int:
+    for path in write_all(args.report_dir):
+        print(path)
+    return 0

@@ -1,0 +1,180 @@
+"""``index.html``: one self-contained page (inline CSS and JS, embedded PNG) from the report dicts.
+
+Reads verify.json / mutation.json (and train-check, exercise, bench results when present) as
+plain dicts; never imports kernels or oracles. The case table is filterable by op, kernel,
+check, dtype and verdict; the filter state lives in the URL hash (``#verdict=failed&dtype=float16``)
+so a link, or a headless browser, can open the page already filtered.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import jinja2
+
+from reports import plots
+
+__all__ = ["render", "FILTERS", "FAILURES_PER_GROUP"]
+
+TEMPLATES = Path(__file__).parent / "templates"
+FILTERS = ("op", "kernel", "check", "dtype", "verdict")
+FAILURES_PER_GROUP = 3
+MAX_FAILURE_GROUPS = 40
+
+
+def _fmt(value, spec: str = ".3g") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return format(value, spec)
+    return str(value)
+
+
+def _shape(shape) -> str:
+    if not shape:
+        return "-"
+    return ", ".join("x".join(str(d) for d in s) if s else "scalar" for s in shape)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=jinja2.select_autoescape(("html", "j2")),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["fmt"] = _fmt
+    env.filters["shape"] = _shape
+    return env
+
+
+def _kernel_rows(verify: dict) -> list[dict]:
+    rows = []
+    for k in verify.get("kernels", []):
+        checks = k.get("checks") or {}
+        rows.append({
+            **k,
+            "verdict": "PASS" if k.get("passed") else "FAIL",
+            "check_list": [{"name": n, "passed": c.get("passed", 0), "failed": c.get("failed", 0)} for n, c in checks.items()],
+            "ratio_bar": min(100.0, 100.0 * (k.get("worst_err_ratio") or 0.0)),
+        })
+    return rows
+
+
+def _failure_groups(verify: dict) -> tuple[list[dict], int]:
+    groups: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+    for r in verify.get("cases", []):
+        if not r.get("passed"):
+            groups[(r.get("op", ""), r.get("kernel", ""), r.get("check", ""))].append(r)
+    out = [
+        {"op": op, "kernel": kernel, "check": check, "count": len(recs), "shown": recs[:FAILURES_PER_GROUP]}
+        for (op, kernel, check), recs in sorted(groups.items())
+    ]
+    return out[:MAX_FAILURE_GROUPS], max(0, len(out) - MAX_FAILURE_GROUPS)
+
+
+def _case_rows(verify: dict) -> list[dict]:
+    cases = verify.get("cases", [])
+    ordered = sorted(range(len(cases)), key=lambda i: (bool(cases[i].get("passed")), i))
+    return [cases[i] for i in ordered]
+
+
+def _filter_options(cases: list[dict]) -> dict[str, list[str]]:
+    options = {f: sorted({str(c.get(f, "")) for c in cases}) for f in FILTERS if f != "verdict"}
+    options["verdict"] = ["failed", "passed"]
+    return options
+
+
+def _mutation_context(mutation: dict) -> dict:
+    mutants = mutation.get("mutants", [])
+    counts = mutation.get("counts") or dict(Counter(m.get("status") for m in mutants))
+    score = mutation.get("score")
+    return {
+        "score": score,
+        "score_text": "n/a" if score is None else f"{score:.4f}",
+        "min_score": mutation.get("min_score"),
+        "passed": mutation.get("passed"),
+        "refused": mutation.get("refused"),
+        "counts": counts,
+        "total": mutation.get("total", len(mutants)),
+        "detected": mutation.get("detected", sum(bool(m.get("detected")) for m in mutants)),
+        "mutants": mutants,
+        "survivors": [m for m in mutants if m.get("status") == "survived"],
+        "equivalent": [m for m in mutants if m.get("status") == "equivalent"],
+        "minimal_cases": mutation.get("minimal_cases") or [],
+        "seconds": mutation.get("seconds"),
+        "heatmap": plots.kill_matrix_figure(mutation),
+    }
+
+
+def _embedded_png(directory: Path | None, path: str | None) -> str | None:
+    if not path:
+        return None
+    candidates = [Path(path)]
+    if directory is not None:
+        candidates.append(directory / Path(path).name)
+    for p in candidates:
+        if p.is_file():
+            return base64.b64encode(p.read_bytes()).decode("ascii")
+    return None
+
+
+def _extras_context(extras: dict[str, dict], directory: Path | None) -> list[dict]:
+    """train-check, exercise and bench results: verdict plus their own listed conditions."""
+    out = []
+    for name, data in sorted(extras.items()):
+        items = []
+        for cond in data.get("conditions") or []:
+            items.append({"passed": cond.get("passed"), "text": f"{cond.get('name', '')}: {cond.get('detail', '')}"})
+        for exp in data.get("expectations") or []:
+            items.append({"passed": exp.get("passed"), "text": exp.get("what", "")})
+        results = [r for r in data.get("results") or [] if isinstance(r, dict)]
+        out.append({
+            "name": name,
+            "passed": data.get("passed"),
+            "device": data.get("device"),
+            "command": data.get("command"),
+            "items": items,
+            "results": results,
+            "notes": data.get("notes") or [],
+            "png": _embedded_png(directory, data.get("plot")),
+        })
+    return out
+
+
+def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] | None = None,
+           *, directory: str | Path | None = None) -> str:
+    """The page as a string. At least one of ``verify`` and ``mutation`` must be given."""
+    if verify is None and mutation is None:
+        raise ValueError("render() needs verify.json or mutation.json data")
+    directory = Path(directory) if directory is not None else None
+    header = verify or mutation
+    cases = _case_rows(verify) if verify else []
+    failures, failures_left = _failure_groups(verify) if verify else ([], 0)
+    verdicts = [r["passed"] for r in (verify, mutation) if r is not None and r.get("passed") is not None]
+    verdicts += [e.get("passed") for e in (extras or {}).values() if e.get("passed") is not None]
+    context = {
+        "header": header,
+        "versions": header.get("versions") or {},
+        "overall": all(verdicts) if verdicts else None,
+        "verify": verify,
+        "kernels": _kernel_rows(verify) if verify else [],
+        "cases": cases,
+        "failed_cases": sum(1 for c in cases if not c.get("passed")),
+        "failures": failures,
+        "failures_left": failures_left,
+        "failures_per_group": FAILURES_PER_GROUP,
+        "filters": FILTERS,
+        "options": _filter_options(cases),
+        "error_plot": plots.error_ratio_figure(cases, verify.get("kernels", [])) if verify else None,
+        "plots_available": plots.available(),
+        "max_panels": plots.MAX_KERNEL_PANELS,
+        "mutation": _mutation_context(mutation) if mutation else None,
+        "mutation_command": mutation.get("command") if mutation and verify else None,
+        "extras": _extras_context(extras or {}, directory),
+        "directory": str(directory) if directory is not None else "",
+    }
+    return _environment().get_template("index.html.j2").render(**context)

@@ -1,0 +1,82 @@
+"""``summary.md``: the short Markdown a CI job summary shows (GitHub's ``$GITHUB_STEP_SUMMARY``).
+
+One verdict line, one row per kernel, the mutation score and survivors, the first failures with
+their repro commands. Kept short: the full picture is index.html in the uploaded artifact.
+"""
+
+from __future__ import annotations
+
+__all__ = ["render", "MAX_FAILURES", "MAX_SURVIVORS"]
+
+MAX_FAILURES = 5
+MAX_SURVIVORS = 10
+
+
+def _verdict(passed) -> str:
+    return "not run" if passed is None else ("**PASS**" if passed else "**FAIL**")
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _ratio(value) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _verify_lines(verify: dict) -> list[str]:
+    lines = [
+        f"### verify: {_verdict(verify.get('passed'))}",
+        "",
+        "| op | kernel | verdict | cases | failed cases | failed checks | worst err / allowed |",
+        "|---|---|---|---:|---:|---|---:|",
+    ]
+    for k in verify.get("kernels", []):
+        failed_checks = ", ".join(f"{n} ({c.get('failed')})" for n, c in (k.get("checks") or {}).items() if c.get("failed")) or "-"
+        verdict = "PASS" if k.get("passed") else "FAIL" + (f" ({k['status']})" if k.get("status") not in (None, "ok") else "")
+        lines.append(f"| {_cell(k.get('op'))} | `{_cell(k.get('name'))}` | {verdict} | {k.get('cases')} | {k.get('failed')} "
+                     f"| {_cell(failed_checks)} | {_ratio(k.get('worst_err_ratio'))} |")
+    failures = [r for r in verify.get("cases", []) if not r.get("passed")]
+    if failures:
+        lines += ["", f"<details><summary>First failures ({min(MAX_FAILURES, len(failures))} of {len(failures)} failed checks)</summary>", ""]
+        for r in failures[:MAX_FAILURES]:
+            first = (r.get("message") or "(no message)").splitlines()[0]
+            lines += [f"- `{r.get('kernel')}` **{r.get('check')}** `{r.get('case_id')}`: {_cell(first)}", "",
+                      "  ```", f"  {r.get('repro') or '-'}", "  ```"]
+        lines += ["", "</details>"]
+    return lines
+
+
+def _mutation_lines(mutation: dict | None) -> list[str]:
+    if mutation is None:
+        return ["### mutation testing: not run"]
+    if mutation.get("refused"):
+        return [f"### mutation testing: **REFUSED**", "", _cell(mutation["refused"])]
+    score = mutation.get("score")
+    counts = mutation.get("counts") or {}
+    lines = [
+        f"### mutation testing: {_verdict(mutation.get('passed'))}",
+        "",
+        f"score **{'n/a' if score is None else f'{score:.4f}'}** (min {mutation.get('min_score')}); "
+        + ", ".join(f"{s} {n}" for s, n in counts.items()),
+    ]
+    survivors = [m for m in mutation.get("mutants", []) if m.get("status") == "survived"]
+    if survivors:
+        lines += ["", "Survivors:"]
+        lines += [f"- `{m.get('op')}/{m.get('name')}` ({_cell(m.get('location') or '-')}): {_cell(m.get('description') or m.get('operator') or '')}"
+                  for m in survivors[:MAX_SURVIVORS]]
+        if len(survivors) > MAX_SURVIVORS:
+            lines.append(f"- ... and {len(survivors) - MAX_SURVIVORS} more")
+    return lines
+
+
+def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] | None = None) -> str:
+    header = verify or mutation or {}
+    lines = [f"## Kernel verification: {header.get('backend', '?')} on {header.get('device', '?')} (seed {header.get('seed', '-')})", ""]
+    lines += _verify_lines(verify) if verify is not None else ["### verify: not run"]
+    lines += [""] + _mutation_lines(mutation)
+    for name, data in sorted((extras or {}).items()):
+        if data.get("passed") is not None:
+            lines += ["", f"### {name}: {_verdict(data.get('passed'))}"]
+    lines += ["", "Full report: `index.html` in the uploaded report artifact (per-case table, plots, repro commands)."]
+    return "\n".join(lines) + "\n"
