@@ -62,4 +62,7 @@ def run(args: argparse.Namespace) -> int:
     report = verify_report.build(environment.header(backend.describe(), seed=args.seed), kernels, records)
     path = writer.write_json(args.report_dir, "verify.json", report)
     console.print_verify(report, path=str(path))
+    from harness.cli import report as report_cli
+
+    report_cli.write_after_run(args.report_dir)  # a rendering failure warns; the exit status stays the verdict
     return 0 if report["passed"] else 1
