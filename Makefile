@@ -6,7 +6,7 @@ ARGS    ?=
 # pytest-xdist workers for make test (2 cores on CI machines)
 TEST_WORKERS ?= 2
 
-.PHONY: setup verify test clean sanitize
+.PHONY: setup verify test clean sanitize report browser
 
 setup:
 	@scripts/setup_env.sh
@@ -15,6 +15,19 @@ setup:
 verify: setup
 	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) $(ARGS)
 	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT)
+	$(PY) -m harness report --report-dir $(REPORT)
+
+## report: index.html, junit.xml, summary.md from the JSON reports in $(REPORT) (CI runs it even after a failure)
+report: setup
+	$(PY) -m harness report --report-dir $(REPORT)
+
+## browser: Debian's chromium for the HTML report test; where apt cannot install it, that test is skipped
+browser:
+	@if command -v chromium >/dev/null 2>&1; then echo "browser: $$(command -v chromium)"; \
+	else sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+	  if ($$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium) >/dev/null 2>&1; \
+	  then echo "browser: installed $$(command -v chromium)"; \
+	  else echo "browser: apt-get could not install chromium; the HTML report's browser test will be skipped"; fi; fi
 
 ## test: the harness's own tests
 test: setup
