@@ -1,0 +1,171 @@
+"""harness.benchmark and bench/rmsnorm.py, on the CPU. Bug classes: wrong statistics (mean for
+median, warm-up counted), a failing implementation hiding the others, byte counts that make
+bandwidth figures wrong, implementations wired with the wrong signature."""
+
+import types
+
+import pytest
+import torch
+
+from harness import benchmark
+from harness.cli import main
+from harness.errors import UsageError
+
+
+class FakeClock:
+    """Each call of ``tick`` advances time; samples are then exact."""
+
+    def __init__(self):
+        self.now, self.syncs = 0.0, 0
+
+    def sync(self):
+        self.syncs += 1
+
+    def start(self):
+        self.t0 = self.now
+
+    def stop(self):
+        return self.now - self.t0
+
+
+def test_summarize_reports_the_median_not_the_mean():
+    s = benchmark.summarize([1e-6, 2e-6, 3e-6, 4e-6, 100e-6])
+    assert s["median_us"] == pytest.approx(3.0)
+    assert (s["min_us"], s["max_us"]) == pytest.approx((1.0, 100.0))
+    assert s["q1_us"] == pytest.approx(2.0) and s["q3_us"] == pytest.approx(4.0)
+    assert benchmark.summarize([5e-6])["median_us"] == pytest.approx(5.0)
+    with pytest.raises(ValueError):
+        benchmark.summarize([])
+
+
+def test_time_calls_follows_the_protocol_and_excludes_warmup():
+    clock = FakeClock()
+    calls = []
+
+    def fn():
+        calls.append(1)
+        clock.now += 1.0 if len(calls) <= 20 else 0.001  # slow warm-up (compilation) must not count
+
+    samples = benchmark.time_calls(fn, benchmark.SEED_PROTOCOL, clock)
+    assert len(calls) == 20 + 50 * 20 and len(samples) == 50
+    assert all(s == pytest.approx(0.001) for s in samples)
+    assert clock.syncs >= 1
+
+
+def test_seed_protocol_numbers():
+    p = benchmark.SEED_PROTOCOL
+    assert (p.warmup, p.samples, p.calls_per_sample) == (20, 50, 20)
+    with pytest.raises(ValueError):
+        benchmark.Protocol(samples=0)
+
+
+def _definition(impls):
+    def make(device):
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(0)).to(device)
+        return benchmark.BenchInputs(args=(x, 2.0), grad_wrt=(0,), upstream=torch.ones(4, 8, device=device))
+
+    w = benchmark.Workload("4x8", make, bytes={"forward": 256, "forward+backward": 512}, quick=True,
+                           protocol=benchmark.Protocol(warmup=1, samples=3, calls_per_sample=2))
+    big = benchmark.Workload("big", make, bytes={}, quick=False)
+    return types.SimpleNamespace(workloads=lambda: [w, big], implementations=lambda: impls)
+
+
+def _broken(x, s):
+    raise RuntimeError("boom")
+
+
+def test_engine_runs_every_implementation_and_records_failures():
+    impls = {
+        "mul": lambda x, s: x * s,
+        "mul_again": lambda x, s: s * x + 0.5,
+        "broken": _broken,
+        "absent": benchmark.Unavailable("not installed here"),
+    }
+    report = benchmark.run(_definition(impls), device="cpu", clock=benchmark.WallClock(), quick=True, measure_ceiling=False)
+    assert [w["name"] for w in report["workloads"]] == ["4x8"]  # --quick keeps the small workload only
+    rows = {(r["implementation"], r["mode"]): r for r in report["results"]}
+    assert set(rows) == {(i, m) for i in ("mul", "mul_again", "broken") for m in benchmark.MODES}
+    assert rows[("broken", "forward")]["error"] == "RuntimeError: boom"
+    assert rows[("mul", "forward")]["median_us"] > 0 and rows[("mul", "forward")]["samples"] == 3
+    assert rows[("mul", "forward")]["bytes_per_s"] == pytest.approx(256 / (rows[("mul", "forward")]["median_us"] * 1e-6))
+    assert rows[("mul_again", "forward")]["max_abs_diff_vs_first"] == pytest.approx(0.5)
+    assert rows[("mul", "forward+backward")]["extra_peak_bytes"] is None  # CPU: no CUDA memory stats
+    assert report["notes"] == ["absent: skipped, not installed here"]
+    table = benchmark.format_table(report)
+    assert "mul_again" in table and "error: broken forward: RuntimeError: boom" in table and "absent" in table
+
+
+def test_engine_select_and_full_mode():
+    d = _definition({"a": lambda x, s: x * s, "b": lambda x, s: x + s})
+    report = benchmark.run(d, device="cpu", clock=benchmark.WallClock(), select="a", measure_ceiling=False,
+                           quick=False)
+    assert {r["implementation"] for r in report["results"]} == {"a"}
+    assert [w["name"] for w in report["workloads"]] == ["4x8", "big"]
+    with pytest.raises(UsageError, match="matches no implementation"):
+        benchmark.run(d, device="cpu", clock=benchmark.WallClock(), select="zzz", measure_ceiling=False)
+
+
+def test_forward_backward_call_returns_gradients():
+    d = _definition({})
+    inputs = d.workloads()[0].make("cpu")
+    (gx,) = benchmark.make_call(lambda x, s: x * s, inputs, "forward+backward")()
+    assert torch.equal(gx, torch.full((4, 8), 2.0))
+
+
+def test_copy_ceiling_counts_read_and_write():
+    c = benchmark.copy_ceiling("cpu", benchmark.WallClock(), benchmark.Protocol(1, 2, 1), nbytes=1 << 16)
+    assert c["bytes"] == 2 << 16 and c["bytes_per_s"] > 0
+
+
+def test_rmsnorm_workloads_match_the_seed_and_count_bytes():
+    import bench.rmsnorm as br
+
+    ws = {w.name: w for w in br.workloads()}
+    assert set(ws) == {"128x257 fp32", "32768x4096 bf16"}
+    assert ws["128x257 fp32"].quick and not ws["32768x4096 bf16"].quick
+    big = ws["32768x4096 bf16"].bytes
+    assert big["forward"] == (2 * 32768 * 4096 + 4096) * 2  # 537 MB: 126 us at 4.25 TB/s
+    assert big["forward+backward"] == (5 * 32768 * 4096 + 3 * 4096) * 2
+    inputs = ws["128x257 fp32"].make("cpu")
+    x, gamma, eps = inputs.args
+    assert x.shape == (128, 257) and gamma.shape == (257,) and x.dtype == torch.float32
+    assert inputs.upstream.shape == (128, 257) and inputs.grad_wrt == (0, 1) and eps == 1e-6
+
+
+def test_rmsnorm_implementations_agree_on_a_small_input(device):
+    import bench.rmsnorm as br
+
+    impls = br.implementations()
+    assert list(impls)[0] == "triton_rmsnorm (project)"
+    assert {"torch reference (eager)", "torch F.rms_norm", "torch.compile(reference)", "liger RMSNorm"} <= set(impls)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(5, 257, generator=gen).to(device)
+    gamma = (torch.randn(257, generator=gen) * 0.5 + 1).to(device)
+    expected = br.torch_reference(x, gamma, 1e-6)
+    for name, fn in impls.items():
+        if isinstance(fn, benchmark.Unavailable) or name.startswith("torch.compile") or (name.startswith("liger") and device == "cpu"):
+            continue
+        torch.testing.assert_close(fn(x, gamma, 1e-6), expected, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_unknown_op_names_the_defined_ones():
+    with pytest.raises(UsageError, match="rmsnorm"):
+        benchmark.load_definition("no_such_op")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_cli_without_gpu_says_so_and_exits_2(capsys):
+    assert main(["bench", "--op", "rmsnorm"]) == 2
+    assert "bench needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_plot_writes_a_png_or_declines(tmp_path):
+    d = _definition({"a": lambda x, s: x * s})
+    report = benchmark.run(d, device="cpu", clock=benchmark.WallClock(), quick=True, measure_ceiling=False)
+    path = benchmark.plot(report, tmp_path / "b.png")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert path is None and not (tmp_path / "b.png").exists()
+    else:
+        assert (tmp_path / "b.png").stat().st_size > 0

@@ -1,0 +1,66 @@
+"""harness.training: the seed's integration check. Bug classes: a kernel path that silently
+trains with another RMSNorm (call counts), a save/reload that loses weights, paths that diverge."""
+
+import json
+
+from harness import training
+from harness.cli import main
+
+TINY = training.Config(in_features=8, hidden=33, steps=5, batch=4, n_val=8, n_test=8)
+
+
+def _conditions(report):
+    return {c["name"]: c for c in report["conditions"]}
+
+
+def test_tiny_run_passes_every_condition(device):
+    report = training.run(TINY, device)
+    conds = _conditions(report)
+    assert report["passed"], [c for c in report["conditions"] if not c["passed"]]
+    assert set(conds) == {"initial_output", "initial_gradient", "learned", "final_mse", "reload", "calls"}
+    assert report["figures"]["kernel_calls"] == {"forward": 5, "backward": 5}
+    assert report["figures"]["oracle_path_kernel_calls"] == {"forward": 0, "backward": 0}
+    assert report["figures"]["reload_param_max_abs_diff"] == 0.0
+    assert report["figures"]["reload_output_max_abs_diff"] == 0.0
+    assert len(report["train_loss"]["kernel"]) == TINY.steps
+
+
+def test_kernel_path_that_bypasses_the_kernel_fails_the_call_count(device, monkeypatch):
+    # targets: training "works" but on the reference path, so the kernel was never exercised
+    monkeypatch.setattr(training.KernelRMSNorm, "forward", training.TorchRMSNorm.forward)
+    report = training.run(TINY, device)
+    conds = _conditions(report)
+    assert not report["passed"]
+    assert not conds["calls"]["passed"] and "ran 0 forwards and 0 backwards" in conds["calls"]["detail"]
+    assert conds["final_mse"]["passed"]  # the numbers alone would not have caught it
+
+
+def test_data_splits_are_disjoint_and_sized(device):
+    data = training.synthetic_data(TINY, device)
+    assert data.train[0].shape == (TINY.steps * TINY.batch, TINY.in_features)
+    assert data.val[0].shape[0] == TINY.n_val and data.test[0].shape[0] == TINY.n_test
+    assert not (data.test[0][:1] == data.train[0]).all(dim=1).any()
+
+
+def test_cli_writes_the_report_and_exits_zero(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(training.CONFIGS, "interpreter", TINY)
+    monkeypatch.setitem(training.CONFIGS, "cuda", TINY)
+    assert main(["train-check", "--report-dir", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "train_check.json").read_text())
+    assert report["passed"] and report["config"]["steps"] == 5
+    out = capsys.readouterr().out
+    assert "PASS  calls" in out and "train-check passed" in out
+
+
+def test_cli_exits_one_when_a_condition_fails(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(training.CONFIGS, "interpreter", TINY)
+    monkeypatch.setitem(training.CONFIGS, "cuda", TINY)
+    monkeypatch.setattr(training, "FINAL_MSE_RTOL", -1.0)  # no difference can satisfy it
+    assert main(["train-check", "--report-dir", str(tmp_path)]) == 1
+    assert "FAIL  final_mse" in capsys.readouterr().out
+
+
+def test_configs_keep_the_seed_shape():
+    assert training.CONFIGS["cuda"].in_features == 128 and training.CONFIGS["cuda"].hidden == 257
+    for cfg in training.CONFIGS.values():
+        assert (cfg.steps, cfg.batch, cfg.hidden) == (100, 32, 257)
