@@ -8,7 +8,7 @@
 #  - Otherwise: a real venv with the CPU build of torch that lies on disk, and the rest from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NEEDED="import torch, triton, hypothesis, pytest, xdist, rich"
+NEEDED="import torch, triton, hypothesis, pytest, xdist, rich, jinja2, matplotlib, yaml"
 if [ -x .venv/bin/python ] && .venv/bin/python -c "$NEEDED" 2>/dev/null; then
     exit 0
 fi
@@ -21,11 +21,11 @@ if "$SYS_PY" -c "$NEEDED" 2>/dev/null; then
     echo "setup: reusing $real (it already has torch, triton, hypothesis, pytest)"
     exit 0
 fi
-echo "setup: creating .venv (torch 2.13.0 CPU build, triton, hypothesis, pytest, pytest-xdist, rich)"
+echo "setup: creating .venv (torch 2.13.0 CPU build, triton, hypothesis, pytest, pytest-xdist, rich, jinja2, matplotlib, pyyaml)"
 rm -rf .venv
 "$SYS_PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "torch==2.13.0" "triton==3.9.0"
-.venv/bin/python -m pip install -q "hypothesis>=6.100" "pytest>=8" "pytest-xdist>=3.5" "rich>=13"
+.venv/bin/python -m pip install -q "hypothesis>=6.100" "pytest>=8" "pytest-xdist>=3.5" "rich>=13" "jinja2>=3.1" "matplotlib>=3.7" "pyyaml>=6"
 .venv/bin/python -c "$NEEDED"
 echo "setup: .venv ready"
