@@ -1,0 +1,93 @@
+"""harness.mutagen: generated and catalog source mutants, re-jitted in memory (interpreter, in-process)."""
+
+import hashlib
+import importlib
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import mutagen
+from harness.errors import HarnessError, RegistryError
+from harness.registry import REGISTRY
+
+KERNEL_FILE = Path(__file__).resolve().parent.parent / "kernels" / "rmsnorm.py"
+
+
+def _digest() -> str:
+    return hashlib.sha1(KERNEL_FILE.read_bytes()).hexdigest()
+
+
+def test_generation_is_deterministic_so_a_worker_can_rebuild_a_mutant_by_name():
+    first = [(m.function, m.operator, m.index, m.diff) for m in mutagen.mutations("kernels.rmsnorm")]
+    second = [(m.function, m.operator, m.index, m.diff) for m in mutagen.mutations("kernels.rmsnorm")]
+    assert first == second and len(first) > 50
+    assert len({(f, o, i) for f, o, i, _ in first}) == len(first)  # names are unique
+
+
+def test_every_jit_function_of_the_kernels_package_is_mutated():
+    assert "kernels.rmsnorm" in mutagen.project_modules()
+    functions = {m.function for m in mutagen.mutations("kernels.rmsnorm")}
+    assert functions == {"_rmsnorm_forward", "_rmsnorm_backward", "_sum_partials"}
+
+
+def test_block_divisor_mutant_runs_through_the_real_wrapper_and_disk_is_untouched():
+    # bug class: the seed's exercise, BLOCK as the divisor of the forward mean
+    before = _digest()
+    (mutation,) = [
+        m for m in mutagen.mutations("kernels.rmsnorm")
+        if m.function == "_rmsnorm_forward" and m.operator == "size_block_swap" and "/ BLOCK + eps" in m.diff
+    ]
+    fn = mutagen.SourceMutant("kernels.rmsnorm", "triton_rmsnorm", "test.block_divisor", lambda: mutation.source)
+    x = torch.ones(1, 257)
+    y = fn(x, torch.ones(257), 1e-6)
+    assert y[0, 0].item() == pytest.approx(1.411458, abs=1e-5)  # the seed's figure; correct is 0.9999995
+    assert _digest() == before
+    assert REGISTRY.get("rmsnorm", "triton_rmsnorm").fn(x, torch.ones(257), 1e-6)[0, 0].item() == pytest.approx(0.9999995, abs=1e-6)
+
+
+def test_a_mutant_that_does_not_compile_is_marked_incompetent(tmp_path, monkeypatch):
+    # bug class: incompetent mutants must never count as killed
+    monkeypatch.setenv(mutagen.MARKERS_ENV, str(tmp_path))
+    source, _, _ = mutagen.patch_source("kernels.rmsnorm", "_rmsnorm_forward", "cols = tl.arange(0, BLOCK)", "cols = tl.arange(0, N)")
+    fn = mutagen.SourceMutant("kernels.rmsnorm", "triton_rmsnorm", "test.arange_of_runtime_n", lambda: source)
+    with pytest.raises(Exception):
+        fn(torch.ones(2, 8), torch.ones(8), 1e-6)
+    reason = mutagen.read_marker(tmp_path, "test.arange_of_runtime_n")
+    assert reason and "constexpr" in reason
+
+
+def test_a_harness_guard_error_is_not_incompetence():
+    class Guarded(HarnessError):
+        pass
+
+    try:
+        try:
+            raise Guarded("out of bounds")
+        except Guarded as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as exc:
+        assert mutagen.incompetence(exc) is None
+
+
+def test_catalog_patch_must_match_exactly_once():
+    with pytest.raises(RegistryError, match="exactly once.*update the catalog entry"):
+        mutagen.patch_source("kernels.rmsnorm", "_rmsnorm_forward", "tl.no_such_call(", "x")
+    with pytest.raises(RegistryError, match="does not define"):
+        mutagen.patch_source("kernels.rmsnorm", "_no_such_function", "x", "y")
+
+
+def test_catalog_has_ten_distinct_bug_classes_including_the_seeds():
+    module = importlib.import_module("properties.mutants.rmsnorm")
+    try:
+        names = {c["name"] for c in module.CATALOG}
+        assert len(module.CATALOG) >= 10 and len(names) == len(module.CATALOG)
+        assert {"cat.block_divisor_forward", "cat.block_divisor_backward", "cat.dgamma_mean", "cat.r_squared",
+                "cat.row_offset_block"} <= names
+        assert all(c["why"].strip() for c in module.CATALOG)
+        assert len({c["old"] + c["new"] for c in module.CATALOG}) == len(module.CATALOG)
+        entry = REGISTRY.get("rmsnorm", "cat.r_squared")
+        assert entry.origin == "catalog" and entry.kind == "mutant" and "-" in entry.meta["diff"]
+    finally:
+        for key in [k for k, e in REGISTRY.entries.items() if e.origin == "catalog"]:
+            del REGISTRY.entries[key]
