@@ -115,7 +115,8 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, int]:
         return False, max(a.numel(), b.numel())
     if a.numel() == 0:
         return True, 0
-    ai = a.detach().contiguous().view(torch.uint8).reshape(a.numel(), -1)
-    bi = b.detach().contiguous().view(torch.uint8).reshape(b.numel(), -1)
+    # reshape(-1) first: a 0-dim tensor (a scalar loss) cannot be viewed as bytes directly
+    ai = a.detach().contiguous().reshape(-1).view(torch.uint8).reshape(a.numel(), -1)
+    bi = b.detach().contiguous().reshape(-1).view(torch.uint8).reshape(b.numel(), -1)
     differing = int((ai != bi).any(dim=1).sum().item())
     return differing == 0, differing
