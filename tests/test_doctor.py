@@ -1,0 +1,74 @@
+"""doctor and make clean. Bug classes: a doctor that reports healthy without running a kernel
+(or despite wrong numbers), and a clean that deletes more than generated output or deletes
+anything in a dry run."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import kernels.rmsnorm
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_doctor_runs_a_real_computation(capsys):
+    rc = main(["doctor"])
+    out = capsys.readouterr().out
+    for name in ("forward", "dx", "dgamma"):
+        assert f"ok    rmsnorm 8x257 fp32 {name}: max |kernel - float64 oracle|" in out
+    assert "torch " in out and "triton " in out
+    assert (rc == 0) == ("FAIL" not in out)
+
+
+def test_doctor_fails_on_wrong_numbers(capsys, monkeypatch):
+    monkeypatch.setattr(kernels.rmsnorm, "rmsnorm", lambda x, g, eps: x * g)
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  rmsnorm 8x257 fp32 forward" in out and "NOT healthy" in out
+
+
+def test_doctor_reports_a_kernel_that_raises(capsys, monkeypatch):
+    def broken(x, g, eps):
+        raise RuntimeError("no compiler")
+
+    monkeypatch.setattr(kernels.rmsnorm, "rmsnorm", broken)
+    assert main(["doctor"]) == 1
+    assert "the project's rmsnorm raised RuntimeError: no compiler" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_doctor_cuda_without_gpu_is_unhealthy_with_a_fix(capsys):
+    assert main(["doctor", "--backend", "cuda"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  --backend cuda" in out and "->" in out
+
+
+def test_doctor_bad_backend_is_usage_error():
+    assert main(["doctor", "--backend", "gpu"]) == 2
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_clean_dry_run_removes_nothing_and_clean_spares_user_files(tmp_path):
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    generated = ["reports/out/verify.json", ".hypothesis/db", ".pytest_cache/x", "pkg/__pycache__/m.pyc"]
+    kept = ["reports/writer.py", "pkg/m.py", "notes.txt", ".venv/lib/__pycache__/keep.pyc"]
+    for rel in generated + kept:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+
+    dry = subprocess.run(["make", "-s", "clean", "DRY_RUN=1"], cwd=tmp_path, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    for rel in ("reports/out", ".hypothesis", ".pytest_cache", "./pkg/__pycache__"):
+        assert rel in dry.stdout
+    assert all((tmp_path / rel).exists() for rel in generated + kept)
+
+    real = subprocess.run(["make", "-s", "clean"], cwd=tmp_path, capture_output=True, text=True)
+    assert real.returncode == 0, real.stderr
+    assert not any((tmp_path / rel).exists() for rel in generated)
+    assert all((tmp_path / rel).exists() for rel in kept)
+    again = subprocess.run(["make", "-s", "clean"], cwd=tmp_path, capture_output=True, text=True)
+    assert "nothing to remove" in again.stdout

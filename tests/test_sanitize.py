@@ -1,0 +1,51 @@
+"""sanitize: reading compute-sanitizer's summaries, choosing cases, and the no-GPU path.
+Bug classes: a run whose summary was never printed counted as clean; findings lost."""
+
+import pytest
+import torch
+
+from harness.cli import main
+from harness.cli.sanitize import parse_summary, pick_cases
+
+MEMCHECK_BAD = """========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at _rmsnorm_forward+0x1c0
+=========     by thread (31,0,0) in block (3,0,0)
+========= ERROR SUMMARY: 3 errors
+"""
+
+
+def test_memcheck_errors_and_findings():
+    s = parse_summary("memcheck", MEMCHECK_BAD)
+    assert s["errors"] == 3
+    assert s["findings"] == ["========= Invalid __global__ read of size 4 bytes"]
+
+
+def test_clean_memcheck():
+    assert parse_summary("memcheck", "========= ERROR SUMMARY: 0 errors\n")["errors"] == 0
+
+
+def test_racecheck_summary():
+    s = parse_summary("racecheck", "========= Error: Race reported between Write access at x\n"
+                                   "========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)\n")
+    assert (s["errors"], s["warnings"]) == (1, 1) and s["findings_total"] == 1
+
+
+def test_missing_summary_is_not_clean():
+    assert parse_summary("memcheck", "Traceback (most recent call last): ...")["errors"] is None
+
+
+def test_pick_cases_spreads_over_the_list():
+    assert pick_cases(list(range(96)), 8) == [0, 12, 24, 36, 48, 60, 72, 84]
+    assert pick_cases(list(range(3)), 8) == [0, 1, 2]
+    assert pick_cases([], 8) == [] and pick_cases([1], 0) == []
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_without_gpu_it_says_so_and_exits_2(capsys):
+    assert main(["sanitize"]) == 2
+    assert "sanitize needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_unknown_tool_is_usage_error():
+    assert main(["sanitize", "--tools", "memcheck,bogus"]) == 2
