@@ -1,0 +1,194 @@
+"""The ``fused_linear_cross_entropy`` op: cross_entropy(x @ weight.T, target, ignore_index).
+
+Kernel signature: ``f(x[N, D], weight[V, D], target[N] int64, ignore_index=-100) -> scalar``
+(x's dtype), the mean over rows whose target is not ignore_index, differentiable in x and
+weight. Checks: loss (``all_ignored`` when every row is ignored: torch gives NaN there, and a
+kernel returning 0 is reported under that name), dx, dweight, plus the common ones.
+
+Case parameters: N, D, V; dtype; layout (applied to x, weight and target); ``values`` (how the
+logits are distributed, below); ``ignored`` (none, some, all rows); ignore_index (-100, -1, or
+a valid class id such as 0 or V-1, which torch allows); seed (inputs and the upstream
+gradient, a random scalar of size 0.5..3.5 and random sign, never 1).
+
+Value kinds: normal (logits ~ N(0, 1)); large (logits ~ 100: exp overflows without the
+max subtraction); confident (the target logit dominates by ~30: the loss cancels to ~0);
+tiny (logits ~ 1e-3: a near-uniform softmax); mixed_scale (row scales 1e-2..1e2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hypothesis import strategies as st
+
+from harness.cases import Case
+from harness.opspec import Meta, OpInputs, OpSpec
+from harness.registry import register_op
+from oracles.fused_linear_ce import fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference
+from properties import layouts, strategies, values
+
+VALUE_KINDS = ("normal", "large", "confident", "tiny", "mixed_scale")
+IGNORED = ("none", "some", "all")
+ALL_IGNORED = "all_ignored"
+
+# Tiles of the project kernel are 64 (fp32, and every dtype in the interpreter) or 128
+# (fp16/bf16 on the GPU) rows and vocabulary entries, 32 or 64 hidden; sizes around them and
+# the backward's 16-row minimum chunk.
+SPECIAL_N = (1, 2, 3, 15, 16, 17, 31, 33, 63, 64, 65, 127, 128, 129)
+SPECIAL_D = (1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129)
+SPECIAL_V = (1, 2, 63, 64, 65, 127, 128, 129, 255, 256, 257, 383, 385)
+LIMITS = {  # (max N, max D, max V, max N*V): the interpreter runs programs one after another
+    "interpreter": (160, 160, 600, 1 << 14),
+    "cuda": (4096, 4096, 32768, 1 << 24),
+}
+
+# The regression floor: shapes (N, D, V) named by purpose.
+SHAPES_EDGE = [(1, 1, 1), (1, 40, 129)]  # one class (loss 0); one row, V = tile + 1
+SHAPES_NOALIGN = [(37, 65, 257), (17, 33, 63)]  # D and V not multiples of their tiles
+SHAPES_ALIGNED = [(64, 64, 256)]  # every dimension a multiple of the tiles
+SHAPES_CHUNKED = [(96, 24, 300)]  # V >> D: the backward runs six row chunks
+SHAPE_ALL_IGNORED = (17, 33, 63)
+IGNORE_INDEX = (-100, -1, 0)
+
+
+@register_op
+class FusedLinearCrossEntropySpec(OpSpec):
+    name = "fused_linear_cross_entropy"
+    signature = "f(x[N, D], weight[V, D], target[N] int64, ignore_index=-100) -> scalar"
+    forward_check = "loss"
+    grad_checks = ("dx", "dweight")
+
+    def case(self, n, d, v, dtype, layout, kind, ignored, ignore_index, seed) -> Case:
+        if v == 1 and ignore_index == 0 and ignored != "all":
+            ignore_index = -100  # class 0 is the only class: "none ignored" needs another ignore_index
+        return Case.of(
+            self.name, N=n, D=d, V=v, dtype=strategies.dtype_name(dtype), layout=layout, values=kind,
+            ignored=ignored, ignore_index=ignore_index, seed=seed,
+        )
+
+    def floor_cases(self, *, backend: str) -> list[Case]:
+        shapes = SHAPES_EDGE + SHAPES_NOALIGN + SHAPES_ALIGNED + SHAPES_CHUNKED
+        cases = []
+        i = 0
+        for dtype in strategies.DTYPES:
+            for n, d, v in shapes:
+                layout = strategies.LAYOUTS[i % len(strategies.LAYOUTS)]
+                kind = VALUE_KINDS[i % len(VALUE_KINDS)]
+                ignored = ("none", "some")[i % 2] if n > 1 else "none"
+                ii = (IGNORE_INDEX + (v - 1,))[i % 4]
+                cases.append(self.case(n, d, v, dtype, layout, kind, ignored, ii, seed=2000 + i))
+                i += 1
+            n, d, v = SHAPE_ALL_IGNORED
+            cases.append(self.case(n, d, v, dtype, "contiguous", "normal", "all", -100, seed=2000 + i))
+            i += 1
+        return cases
+
+    def case_strategy(self, *, backend: str):
+        max_n, max_d, max_v, max_nv = LIMITS.get(backend, LIMITS["interpreter"])
+
+        @st.composite
+        def cases(draw):
+            v = draw(strategies.sizes(max_value=max_v, special=SPECIAL_V))
+            d = draw(strategies.sizes(max_value=max_d, special=SPECIAL_D))
+            n = draw(strategies.sizes(max_value=max_n, special=SPECIAL_N))
+            n = max(1, min(n, max_nv // v))
+            ignored = draw(st.sampled_from(IGNORED if n > 1 else ("none", "all")))
+            ii = draw(st.sampled_from(IGNORE_INDEX + (v - 1,)))
+            return self.case(
+                n, d, v, draw(strategies.dtypes()), draw(strategies.layouts()), draw(st.sampled_from(VALUE_KINDS)),
+                ignored, ii, draw(strategies.seeds()),
+            )
+
+        return cases()
+
+    def make_inputs(self, case: Case, device: str) -> OpInputs:
+        n, d, v = int(case["N"]), int(case["D"]), int(case["V"])
+        dtype = strategies.dtype_from_name(str(case["dtype"]))
+        layout, kind, ii = str(case["layout"]), str(case["values"]), int(case["ignore_index"])
+        gen = values.generator(int(case["seed"]))
+        classes = target_classes(n, v, ii, gen)
+        ignored = ignored_rows(str(case["ignored"]), n, gen)
+        target = torch.where(ignored, torch.full_like(classes, ii), classes)
+        x, w = logit_inputs(kind, classes, d, v, gen)
+        u = (0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)) * (1 if torch.rand((), generator=gen) < 0.5 else -1)
+        return OpInputs(
+            args=(
+                layouts.place(x.to(dtype), layout, device),
+                layouts.place(w.to(dtype), layout, device),
+                layouts.place(target, layout, device),
+                ii,
+            ),
+            grad_wrt=(0, 1),
+            upstream=u.to(dtype).to(device),
+            dtype=dtype,
+            layout=layout,
+        )
+
+    def oracle(self, inputs: OpInputs) -> dict[str, torch.Tensor]:
+        x, w, target, ii = inputs.args
+        dx, dw = fused_linear_ce_backward(x, w, target, inputs.upstream, ii)
+        loss_terms, dx_terms, dw_terms = fused_linear_ce_magnitudes(x, w, target, inputs.upstream, ii)
+        name = ALL_IGNORED if bool((target == ii).all()) else self.forward_check
+        return {
+            name: fused_linear_ce_reference(x, w, target, ii),
+            f"{name}_magnitude": loss_terms,
+            "dx": dx,
+            "dx_magnitude": dx_terms,
+            "dweight": dw,
+            "dweight_magnitude": dw_terms,
+        }
+
+    def forward_meta(self, inputs: OpInputs) -> Meta:
+        return Meta((), inputs.args[0].dtype)
+
+    def check_name(self, check: str, case: Case) -> str:
+        if check == self.forward_check and case.get("ignored") == "all":
+            return ALL_IGNORED
+        return check
+
+
+def target_classes(n: int, v: int, ignore_index: int, gen: torch.Generator) -> torch.Tensor:
+    """Random classes in [0, V) other than ignore_index, with class 0 and class V-1 each hit
+    by some row when the batch has room (and they are not the ignore_index)."""
+    allowed = torch.tensor([c for c in range(v) if c != ignore_index] or [0], dtype=torch.int64)
+    t = allowed[torch.randint(len(allowed), (n,), generator=gen)]
+    order = torch.randperm(n, generator=gen)
+    edge = [c for c in (0, v - 1) if c != ignore_index]
+    for row, c in zip(order.tolist(), edge[: max(0, n - 1)] if n > 1 else []):
+        t[row] = c
+    return t
+
+
+def ignored_rows(which: str, n: int, gen: torch.Generator) -> torch.Tensor:
+    if which == "none":
+        return torch.zeros(n, dtype=torch.bool)
+    if which == "all":
+        return torch.ones(n, dtype=torch.bool)
+    if which != "some":
+        raise ValueError(f"unknown 'ignored' value {which!r}; choose from {IGNORED}")
+    rows = torch.rand(n, generator=gen) < 0.3
+    order = torch.randperm(n, generator=gen)
+    rows[order[0]] = True
+    if n > 1:
+        rows[order[1]] = False
+    return rows
+
+
+def logit_inputs(kind: str, classes: torch.Tensor, d: int, v: int, gen: torch.Generator):
+    """x [N, D] and w [V, D] in float64 whose logits x @ w.T follow ``kind``."""
+    if kind not in VALUE_KINDS:
+        raise ValueError(f"unknown value kind {kind!r}; choose from {VALUE_KINDS}")
+    n = classes.shape[0]
+    w = torch.randn((v, d), generator=gen, dtype=torch.float64) / math.sqrt(d)
+    x = torch.randn((n, d), generator=gen, dtype=torch.float64)
+    if kind == "large":
+        x *= 10.0
+        w *= 10.0
+    elif kind == "confident":
+        x = 30.0 * w[classes] / w[classes].square().sum(1, keepdim=True).clamp(min=1e-3) + 0.3 * x / math.sqrt(d)
+    elif kind == "tiny":
+        x *= 1e-3
+    elif kind == "mixed_scale":
+        x *= torch.logspace(-2, 2, n, dtype=torch.float64)[torch.randperm(n, generator=gen)].unsqueeze(1)
+    return x, w
