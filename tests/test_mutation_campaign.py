@@ -1,0 +1,96 @@
+"""harness.campaign: outcome classification, score, kill matrix, set cover, sanity refusal (no workers)."""
+
+import pytest
+
+from harness import campaign, mutagen
+from harness.campaign import Outcome, Status
+from harness.jobs import JobResult
+from harness.record import CaseRecord
+from harness.registry import Contract, KernelEntry
+
+CASE = "rmsnorm:M=17,N=257,dtype=float32,layout=contiguous,values=normal,eps=1e-06,seed=1"
+
+
+def entry(name: str, origin: str = "generated") -> KernelEntry:
+    return KernelEntry(op="rmsnorm", name=name, fn=lambda *a: None, contract=Contract(), kind="mutant",
+                       origin=origin, defined_at="here", meta={"fingerprint": "abc", "operator": "op", "diff": "-a\n+b"})
+
+
+def record(check: str, passed: bool, case: str = CASE) -> CaseRecord:
+    return CaseRecord(op="rmsnorm", kernel="m", check=check, case_id=case, shape=[], dtype="float32", layout="contiguous",
+                      passed=passed, repro=f"python -m harness verify --op rmsnorm --select m --case {case}")
+
+
+def result(status: str, records, seconds=1.0) -> JobResult:
+    return JobResult(job=None, status=status, records=records, cases_run=len(records), seconds=seconds)
+
+
+def outcome(name, status, case=CASE, check="forward"):
+    by = {"check": check, "case_id": case, "repro": "r"} if status in (Status.KILLED, Status.CRASHED, Status.TIMEOUT) else None
+    return Outcome(entry(name), status, by)
+
+
+def test_classify_each_status(tmp_path):
+    assert campaign.classify(entry("a"), result("ok", [record("forward", True)]), tmp_path).status is Status.SURVIVED
+    killed = campaign.classify(entry("b"), result("ok", [record("inputs_unchanged", True), record("dx", False)]), tmp_path)
+    assert killed.status is Status.KILLED and killed.killed_by["check"] == "dx" and killed.killed_by["case_id"] == CASE
+    assert " mutate " in killed.killed_by["repro"]  # the repro re-runs the mutant, which verify cannot select
+    assert campaign.classify(entry("c"), result("crashed", [record("crash", False)]), tmp_path).status is Status.CRASHED
+    assert campaign.classify(entry("d"), result("timeout", [record("timeout", False)]), tmp_path).status is Status.TIMEOUT
+
+
+def test_incompetence_comes_from_the_launch_marker_not_from_the_failed_check(tmp_path, monkeypatch):
+    monkeypatch.setenv(mutagen.MARKERS_ENV, str(tmp_path))
+    mutagen.mark_incompetent("e", "ValueError: arange's arguments must be of type tl.constexpr")
+    got = campaign.classify(entry("e"), result("ok", [record("forward", False)]), tmp_path)
+    assert got.status is Status.INCOMPETENT and got.killed_by is None and "constexpr" in got.note
+
+
+def test_score_excludes_incompetent_and_equivalent():
+    outs = [outcome("k", Status.KILLED), outcome("c", Status.CRASHED), outcome("t", Status.TIMEOUT),
+            outcome("s", Status.SURVIVED), outcome("i", Status.INCOMPETENT), outcome("e", Status.EQUIVALENT)]
+    assert campaign.score(outs) == pytest.approx(3 / 4)
+    assert campaign.score([outcome("i", Status.INCOMPETENT)]) is None
+    d = outs[1].to_dict()
+    assert d["detected"] is True and d["status"] == "crashed" and d["origin"] == "generated"
+    assert set(d) >= {"op", "name", "origin", "operator", "location", "diff", "status", "detected", "killed_by", "seconds"}
+
+
+def test_kill_matrix_and_greedy_minimal_cases():
+    other = CASE.replace("M=17", "M=1")
+    outs = [outcome("a", Status.KILLED), outcome("b", Status.KILLED, check="dx"), outcome("c", Status.KILLED, case=other),
+            outcome("d", Status.SURVIVED)]
+    assert campaign.kill_matrix(outs) == {"a": {"forward": CASE}, "b": {"dx": CASE}, "c": {"forward": other}}
+    cover = campaign.minimal_cases(outs)
+    assert [c["case_id"] for c in cover] == [CASE, other] and cover[0]["kills"] == ["a", "b"]
+
+
+def test_sanity_refuses_when_the_clean_kernel_fails(monkeypatch):
+    def fake_run_jobs(jobs, parallel, on_event=None):
+        return [result("ok", [record("forward", False)]) if not j.kernel.startswith(campaign.SANITY_PREFIX)
+                else result("ok", [record("forward", False)]) for j in jobs]
+
+    monkeypatch.setattr(campaign, "run_jobs", fake_run_jobs)
+    check = campaign.sanity(["rmsnorm"], backend="interpreter", seed=0, max_examples=0, plugins=(), parallel=1, modules=())
+    assert not check.passed and "unmutated kernel rmsnorm/triton_rmsnorm fails its own suite" in check.reason
+
+
+def test_sanity_refuses_when_the_forced_failure_passes(monkeypatch):
+    import importlib
+
+    importlib.import_module("properties.mutants.sanity")
+    monkeypatch.setattr(campaign, "run_jobs", lambda jobs, parallel, on_event=None: [result("ok", [record("forward", True)]) for _ in jobs])
+    check = campaign.sanity(["rmsnorm"], backend="interpreter", seed=0, max_examples=0, plugins=(), parallel=1, modules=())
+    assert not check.passed and "forced failure" in check.reason and "detect nothing" in check.reason
+
+
+def test_equivalent_marks_need_a_reason_and_a_matching_fingerprint(tmp_path):
+    path = tmp_path / "eq.toml"
+    path.write_text('[[equivalent]]\nname = "a"\nfingerprint = "abc"\nreason = ""\n')
+    with pytest.raises(ValueError, match="no reason"):
+        campaign.load_equivalent(path)
+    path.write_text('[[equivalent]]\nname = "a"\nfingerprint = "abc"\nreason = "same function"\n'
+                    '[[equivalent]]\nname = "b"\nfingerprint = "old"\nreason = "was the same"\n')
+    marks = campaign.load_equivalent(path)
+    assert campaign.is_marked(entry("a"), marks) and not campaign.is_marked(entry("b"), marks)
+    assert campaign.load_equivalent(campaign.EQUIVALENT_FILE) is not None  # the checked-in file parses

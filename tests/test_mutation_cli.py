@@ -1,0 +1,50 @@
+"""``python -m harness mutate`` end to end: crash and hang isolation, report fields, exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN = "tests/fixtures/mutation_plugin.py"
+SMALL = "rmsnorm:M=3,N=33,dtype=float32,layout=col_sliced,values=normal,eps=1e-06,seed=5"
+
+
+def mutate(*args, timeout=240):
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, "-m", "harness", "mutate", "--backend", "interpreter", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_segfault_abort_and_hang_do_not_stop_the_campaign(tmp_path):
+    # bug classes: a mutant that kills its process (SIGSEGV, SIGABRT) or never returns
+    proc = mutate("--plugin", PLUGIN, "--select", "plugin.*", "--case", SMALL, "--timeout", "30",
+                  "--jobs", "2", "--report-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads((tmp_path / "mutation.json").read_text())
+    status = {m["name"]: m["status"] for m in report["mutants"]}
+    assert status == {"plugin.segfaults": "crashed", "plugin.aborts": "crashed", "plugin.hangs": "timeout",
+                      "plugin.scaled": "killed"}
+    assert report["score"] == 1.0 and report["sanity"]["passed"] and report["backend"] == "interpreter"
+    assert "versions" in report and report["counts"]["crashed"] == 2
+    for m in report["mutants"]:
+        assert m["detected"] is True and m["origin"] == "plugin"
+        assert set(m) >= {"op", "name", "origin", "operator", "location", "diff", "status", "detected", "killed_by", "seconds"}
+    scaled = next(m for m in report["mutants"] if m["name"] == "plugin.scaled")
+    assert scaled["killed_by"]["check"] == "forward" and scaled["killed_by"]["case_id"] == SMALL
+    assert report["kill_matrix"]["plugin.scaled"] == {"forward": SMALL}
+    assert [c["case_id"] for c in report["minimal_cases"]] == [SMALL]
+    assert "score 1.0000" in proc.stdout
+
+
+@pytest.mark.slow
+def test_bad_usage_exits_2(tmp_path):
+    proc = mutate("--min-score", "1.5", "--report-dir", str(tmp_path), timeout=120)
+    assert proc.returncode == 2 and "fraction between 0 and 1" in proc.stderr
+    proc = mutate("--select", "no.such.mutant*", "--report-dir", str(tmp_path), timeout=120)
+    assert proc.returncode == 2 and "matches no mutant" in proc.stderr
+    assert not (tmp_path / "mutation.json").exists()
