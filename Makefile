@@ -3,10 +3,12 @@ PY      := .venv/bin/python
 BACKEND ?= auto
 REPORT  ?= reports/out
 ARGS    ?=
+# extra arguments of the mutation gate (make mutants, make verify), e.g. MUTATE_ARGS="--jobs 2"
+MUTATE_ARGS ?=
 # pytest-xdist workers for make test (2 cores on CI machines)
 TEST_WORKERS ?= 2
 
-.PHONY: setup verify test clean sanitize report browser
+.PHONY: setup verify test clean sanitize report browser mutants
 
 setup:
 	@scripts/setup_env.sh
@@ -15,7 +17,12 @@ setup:
 verify: setup
 	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) $(ARGS)
 	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT)
+	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) $(MUTATE_ARGS)
 	$(PY) -m harness report --report-dir $(REPORT)
+
+## mutants: the mutation gate (catalog, generated and plugin mutants), $(REPORT)/mutation.json
+mutants: setup
+	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) $(MUTATE_ARGS)
 
 ## report: index.html, junit.xml, summary.md from the JSON reports in $(REPORT) (CI runs it even after a failure)
 report: setup
