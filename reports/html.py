@@ -137,7 +137,7 @@ def _extras_context(extras: dict[str, dict], directory: Path | None) -> list[dic
             "passed": data.get("passed"),
             "device": data.get("device"),
             "command": data.get("command"),
-            "items": items,
+            "conditions": items,
             "results": results,
             "notes": data.get("notes") or [],
             "png": _embedded_png(directory, data.get("plot")),
