@@ -89,7 +89,9 @@ def _filter_options(cases: list[dict]) -> dict[str, list[str]]:
 
 
 def _mutation_context(mutation: dict) -> dict:
-    mutants = mutation.get("mutants", [])
+    order = ("survived", "timeout", "crashed", "killed", "incompetent", "equivalent")
+    mutants = sorted(mutation.get("mutants", []), key=lambda m: (order.index(m["status"]) if m.get("status") in order else len(order),
+                                                                  m.get("op", ""), m.get("name", "")))
     counts = mutation.get("counts") or dict(Counter(m.get("status") for m in mutants))
     score = mutation.get("score")
     return {

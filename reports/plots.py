@@ -155,6 +155,6 @@ def kill_matrix_figure(mutation: dict) -> str | None:
     ax.grid(which="minor", color="#ddd", linewidth=0.5)
     ax.tick_params(which="minor", length=0)
     ax.set_xlabel("check that detected the mutant", fontsize=9)
-    ax.set_title("kill matrix (filled = detected by this check; red rows survived)", fontsize=10)
+    ax.set_title("kill matrix", fontsize=10)
     fig.tight_layout()
     return _png(fig, plt)
