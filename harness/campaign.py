@@ -14,6 +14,7 @@ import dataclasses
 import enum
 import os
 import tempfile
+import time
 import tomllib
 from pathlib import Path
 from typing import Callable
@@ -27,6 +28,8 @@ EQUIVALENT_FILE = Path(__file__).resolve().parent.parent / "properties" / "mutan
 SANITY_PREFIX = "sanity.forced_failure."
 TIMEOUT_FACTOR = 5.0
 TIMEOUT_MARGIN_S = 60.0
+PROVISIONAL_TIMEOUT_S = 1800.0  # a mutant's limit until its op's clean run has finished
+SANITY_TIMEOUT_S = 1800.0
 
 
 class Status(str, enum.Enum):
@@ -74,6 +77,7 @@ class Sanity:
     reason: str
     clean_seconds: dict[str, float]  # op -> wall time of the slowest clean kernel run
     details: list[dict]
+    timeouts: dict[str, float] = dataclasses.field(default_factory=dict)  # op -> per-mutant limit used
 
 
 def mutant_modules() -> tuple[str, ...]:
@@ -148,17 +152,18 @@ def is_marked(entry: KernelEntry, equivalent: dict[str, dict]) -> bool:
     return bool(mark) and mark.get("fingerprint") in (None, entry.meta.get("fingerprint"))
 
 
-def sanity(ops: list[str], *, backend: str, seed: int, max_examples: int, plugins, parallel: int, modules,
-           case: str | None = None, on_event: Callable[[Event], None] | None = None) -> Sanity:
-    """The clean kernels must pass; the forced failure of each must fail."""
+def sanity_jobs(ops: list[str], **job_kw) -> tuple[list[Job], str | None]:
+    """The clean run of every project kernel of ``ops`` and the forced failure of each."""
     clean = [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and e.op in ops]
     forced = [e for e in REGISTRY.select(kind="mutant", pattern=SANITY_PREFIX + "*") if e.op in ops]
     missing = sorted(set(ops) - {e.op for e in clean})
     if missing:
-        return Sanity(False, f"op(s) {', '.join(missing)} have no project kernel (kernels/<op>.py) to mutate", {}, [])
-    kw = dict(backend=backend, seed=seed, max_examples=max_examples, plugins=plugins, timeout=1800.0, modules=modules, case=case)
-    jobs = [_job(e.op, e.name, **kw) for e in clean] + [_job(e.op, e.name, **kw) for e in forced]
-    results = run_jobs(jobs, parallel=parallel, on_event=on_event)
+        return [], f"op(s) {', '.join(missing)} have no project kernel (kernels/<op>.py) to mutate"
+    kw = dict(job_kw, timeout=SANITY_TIMEOUT_S)
+    return [_job(e.op, e.name, **kw) for e in clean] + [_job(e.op, e.name, **kw) for e in forced], None
+
+
+def judge_sanity(jobs: list[Job], results: list[JobResult]) -> Sanity:
     details, problems, seconds = [], [], {}
     for job, result in zip(jobs, results):
         is_forced = job.kernel.startswith(SANITY_PREFIX)
@@ -179,10 +184,31 @@ def sanity(ops: list[str], *, backend: str, seed: int, max_examples: int, plugin
     return Sanity(True, "clean kernels pass, forced failures fail", seconds, details)
 
 
-def run_mutants(entries: list[KernelEntry], *, backend: str, seed: int, max_examples: int, plugins, parallel: int,
-                modules, timeouts: dict[str, float], equivalent: dict[str, dict], case: str | None = None,
-                on_event: Callable[[Event], None] | None = None) -> list[Outcome]:
-    """Run every mutant not marked equivalent; outcomes in the order of ``entries``."""
+def sanity(ops: list[str], *, backend: str, seed: int, max_examples: int, plugins, parallel: int, modules,
+           case: str | None = None, on_event: Callable[[Event], None] | None = None) -> Sanity:
+    """The clean kernels must pass; the forced failure of each must fail (run on their own)."""
+    jobs, problem = sanity_jobs(ops, backend=backend, seed=seed, max_examples=max_examples, plugins=plugins,
+                                modules=modules, case=case)
+    if problem:
+        return Sanity(False, problem, {}, [])
+    return judge_sanity(jobs, run_jobs(jobs, parallel=parallel, on_event=on_event))
+
+
+def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_examples: int, plugins, parallel: int,
+                 modules, equivalent: dict[str, dict], timeout: float | None = None, case: str | None = None,
+                 on_event: Callable[[Event], None] | None = None) -> tuple[Sanity, list[Outcome]]:
+    """Sanity and mutants in one pool: the clean run goes first and mutants fill the other slots.
+
+    Each mutant's limit is ``timeout`` if given, else TIMEOUT_FACTOR x its op's clean run + margin;
+    until the clean run ends, mutants already running carry a provisional limit, lowered to the
+    derived one as soon as the clean run finishes (the pool reads ``Job.timeout`` while it
+    polls). If the sanity step fails, the mutants' results are discarded.
+    """
+    ops = sorted({e.op for e in entries})
+    kw = dict(backend=backend, seed=seed, max_examples=max_examples, plugins=plugins, modules=modules, case=case)
+    checks, problem = sanity_jobs(ops, **kw)
+    if problem:
+        return Sanity(False, problem, {}, []), []
     outcomes: dict[str, Outcome] = {}
     to_run = []
     for e in entries:
@@ -190,24 +216,37 @@ def run_mutants(entries: list[KernelEntry], *, backend: str, seed: int, max_exam
             outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, equivalent[e.name]["reason"].strip())
         else:
             to_run.append(e)
+    mutant_jobs = [_job(e.op, e.name, timeout=timeout or PROVISIONAL_TIMEOUT_S, **kw) for e in to_run]
+    clean_jobs = {id(j): j for j in checks if not j.kernel.startswith(SANITY_PREFIX)}
+    started = time.monotonic()
+
+    def events(event: Event) -> None:
+        if event.kind == "done" and id(event.job) in clean_jobs and timeout is None:
+            # the clean jobs start first, so the time since the start bounds their run from above
+            limit = TIMEOUT_FACTOR * (time.monotonic() - started) + TIMEOUT_MARGIN_S
+            for job in mutant_jobs:
+                if job.op == event.job.op:
+                    job.timeout = limit
+        if on_event:
+            on_event(event)
+
     with tempfile.TemporaryDirectory(prefix="harness-markers-") as markers:
         previous = os.environ.get(mutagen.MARKERS_ENV)
         os.environ[mutagen.MARKERS_ENV] = markers
         try:
-            jobs = [
-                _job(e.op, e.name, backend=backend, seed=seed, max_examples=max_examples,
-                     plugins=plugins, timeout=timeouts[e.op], modules=modules, case=case)
-                for e in to_run
-            ]
-            results = run_jobs(jobs, parallel=parallel, on_event=on_event)
-            for e, r in zip(to_run, results):
+            results = run_jobs(checks + mutant_jobs, parallel=parallel, on_event=events)
+            for e, r in zip(to_run, results[len(checks):]):
                 outcomes[e.name] = classify(e, r, Path(markers))
         finally:
             if previous is None:
                 os.environ.pop(mutagen.MARKERS_ENV, None)
             else:
                 os.environ[mutagen.MARKERS_ENV] = previous
-    return [outcomes[e.name] for e in entries]
+    verdict = judge_sanity(checks, results[: len(checks)])
+    verdict.timeouts = {j.op: round(j.timeout, 1) for j in mutant_jobs}
+    if not verdict.passed:
+        return verdict, []
+    return verdict, [outcomes[e.name] for e in entries]
 
 
 def score(outcomes: list[Outcome]) -> float | None:

@@ -21,7 +21,7 @@ while compiling (``CompilationError``; in the interpreter, a front-end error wra
 from __future__ import annotations
 
 import ast
-import copy
+import contextlib
 import dataclasses
 import difflib
 import hashlib
@@ -171,15 +171,15 @@ class Mutation:
     location: str  # path:line of the changed node in the file on disk
     diff: str  # unified diff of the function (unparsed before/after)
     _tree: ast.Module = dataclasses.field(repr=False, compare=False)
-    _fn: ast.FunctionDef = dataclasses.field(repr=False, compare=False)
-    _f_index: int = dataclasses.field(repr=False, compare=False)
+    _site: tuple = dataclasses.field(repr=False, compare=False)  # (parent, field, index, original node)
+    _replacement: ast.AST = dataclasses.field(repr=False, compare=False)
 
     @property
     def source(self) -> str:
         """The whole mutated module, unparsed (computed on demand: only a worker needs it)."""
-        body = list(self._tree.body)
-        body[self._f_index] = self._fn
-        return ast.unparse(ast.Module(body=body, type_ignores=[]))
+        parent, field, idx, node = self._site
+        with _swapped(parent, field, idx, node, self._replacement):
+            return ast.unparse(self._tree)
 
     @property
     def fingerprint(self) -> str:
@@ -232,7 +232,7 @@ def mutations(module_name: str) -> list[Mutation]:
     path = _display_path(inspect.getsourcefile(module) or module_name)
     tree = ast.parse(source)
     out: list[Mutation] = []
-    for f_index, fn in enumerate(tree.body):
+    for fn in tree.body:
         if not _is_jit_def(fn):
             continue
         before = ast.unparse(fn)
@@ -240,17 +240,11 @@ def mutations(module_name: str) -> list[Mutation]:
         scope = _scope(fn, visited)
         seen = {before}
         counters: dict[str, int] = {}
-        for position, (node, _, _, _) in enumerate(visited):
+        for node, parent, field, idx in visited:
             for op_name, operator in OPERATORS.items():
                 for replacement in operator(node, scope):
-                    new_fn = copy.deepcopy(fn)
-                    _, parent, field, idx = _visit(new_fn)[position]
-                    if idx is None:
-                        setattr(parent, field, replacement)
-                    else:
-                        getattr(parent, field)[idx] = replacement
-                    ast.fix_missing_locations(new_fn)
-                    after = ast.unparse(new_fn)
+                    with _swapped(parent, field, idx, node, replacement):
+                        after = ast.unparse(fn)
                     if after in seen:
                         continue
                     seen.add(after)
@@ -264,11 +258,27 @@ def mutations(module_name: str) -> list[Mutation]:
                             location=f"{path}:{getattr(node, 'lineno', fn.lineno)}",
                             diff=_diff(before, after, fn.name),
                             _tree=tree,
-                            _fn=new_fn,
-                            _f_index=f_index,
+                            _site=(parent, field, idx, node),
+                            _replacement=replacement,
                         )
                     )
     return out
+
+
+@contextlib.contextmanager
+def _swapped(parent: ast.AST, field: str, idx: int | None, node: ast.AST, replacement: ast.AST):
+    """Put ``replacement`` where ``node`` is for the duration of the block (no tree copies)."""
+    def put(value):
+        if idx is None:
+            setattr(parent, field, value)
+        else:
+            getattr(parent, field)[idx] = value
+
+    put(replacement)
+    try:
+        yield
+    finally:
+        put(node)
 
 
 def _diff(before: str, after: str, label: str) -> str:

@@ -78,9 +78,11 @@ def run(args: argparse.Namespace) -> int:
     header = environment.header(backend.describe(), seed=args.seed)
     header["max_examples"] = max_examples
 
-    with Progress("mutate: sanity", 2 * len(ops)) as progress:
-        check = campaign.sanity(ops, case=case, on_event=progress, **settings)
-    sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds, "runs": check.details}
+    with Progress("mutate", len(runnable) + 2 * len(ops)) as progress:
+        check, outcomes = campaign.run_campaign(entries, equivalent=equivalent, timeout=args.timeout, case=case,
+                                                on_event=progress, **settings)
+    sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
+              "timeouts": check.timeouts, "runs": check.details}
     if not check.passed:
         report = mutation_report.build(header, mutants=[], score=None, min_score=args.min_score, sanity=sanity,
                                        kill_matrix={}, minimal_cases=[], seconds=time.monotonic() - started,
@@ -88,15 +90,6 @@ def run(args: argparse.Namespace) -> int:
         path = writer.write_json(args.report_dir, "mutation.json", report)
         mutation_report.print_mutation(report, path=str(path))
         return 1
-
-    timeouts = {
-        op: args.timeout or campaign.TIMEOUT_FACTOR * check.clean_seconds.get(op, 60.0) + campaign.TIMEOUT_MARGIN_S
-        for op in ops
-    }
-    sanity["timeouts"] = timeouts
-    with Progress("mutate", len(runnable)) as progress:
-        outcomes = campaign.run_mutants(entries, timeouts=timeouts, equivalent=equivalent, case=case,
-                                        on_event=progress, **settings)
     report = mutation_report.build(
         header,
         mutants=[o.to_dict() for o in outcomes],
