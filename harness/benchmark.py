@@ -4,13 +4,14 @@ Protocol (``Protocol()``): CUDA events recorded around whole calls; 20 warm-up c
 and excluded (they also absorb Triton and torch.compile compilation); then 50 samples, each
 the elapsed time of 20 consecutive calls divided by 20; the figure reported is the median of
 the 50 samples (quartiles, min and max are kept too). Two modes per implementation:
-``forward`` (under ``torch.no_grad()``) and ``forward+backward`` (forward, then
-``torch.autograd.grad`` of the output with the workload's upstream gradient, or of a scalar
-output). Extra peak memory is ``torch.cuda.max_memory_allocated()`` during one call minus
-the memory allocated before it (inputs excluded; outputs, saved tensors, scratch and
-gradients included). Achieved bandwidth is the workload's minimal bytes moved divided by the
-median, compared with the device copy ceiling measured in the same run (a 1 GiB device-to-
-device copy, bytes read + written, same protocol).
+``forward`` (inference: the whole timing loop runs under ``torch.no_grad()``) and
+``forward+backward`` (forward, then ``torch.autograd.grad`` of the output with the workload's
+upstream gradient, or of a scalar output). Extra peak memory is
+``torch.cuda.max_memory_allocated()`` during one call minus the memory allocated before it
+(inputs excluded; outputs, saved tensors, scratch and gradients included). Achieved bandwidth
+is the workload's minimal bytes moved divided by the median, compared with the device copy
+ceiling measured in the same run (a 1 GiB device-to-device copy, bytes read + written, same
+protocol).
 
 Interface of a benchmark definition ``bench/<op>.py`` (the engine knows nothing op-specific)::
 
@@ -156,12 +157,7 @@ def make_call(fn: Callable, inputs: BenchInputs, mode: str) -> Callable[[], Any]
     """A zero-argument closure doing one whole call of ``mode``."""
     if mode == "forward":
         args = inputs.args
-
-        def forward():
-            with torch.no_grad():
-                return fn(*args)
-
-        return forward
+        return lambda: fn(*args)  # run under grad_mode("forward"): no autograd graph is recorded
     if mode != "forward+backward":
         raise ValueError(f"unknown mode {mode!r}; choose from {MODES}")
     if not inputs.grad_wrt:
@@ -177,6 +173,11 @@ def make_call(fn: Callable, inputs: BenchInputs, mode: str) -> Callable[[], Any]
         return torch.autograd.grad(out, leaves, grad_outputs=upstream)
 
     return forward_backward
+
+
+def grad_mode(mode: str):
+    """The autograd mode a mode's calls run in: forward is timed as inference (no graph)."""
+    return torch.no_grad() if mode == "forward" else torch.enable_grad()
 
 
 def extra_peak_bytes(call: Callable[[], Any], device: str) -> int | None:
@@ -265,9 +266,10 @@ def run(
                         row["max_abs_diff_vs_first"] = _max_abs_diff(out, reference_out)
                         del out
                     call = make_call(fn, inputs, mode)
-                    stats = summarize(time_calls(call, protocol, clock))
-                    row.update(stats)
-                    row["extra_peak_bytes"] = extra_peak_bytes(call, device)
+                    with grad_mode(mode):
+                        stats = summarize(time_calls(call, protocol, clock))
+                        row.update(stats)
+                        row["extra_peak_bytes"] = extra_peak_bytes(call, device)
                     seconds = stats["median_us"] * 1e-6
                     if row["bytes"]:
                         row["bytes_per_s"] = row["bytes"] / seconds

@@ -41,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tools", default=DEFAULT_TOOLS, help=f"comma-separated, from {','.join(TOOLS)} (default: {DEFAULT_TOOLS})")
     p.add_argument("--select", default="*", metavar="GLOB", help="glob on kernel names (default: *)")
     p.add_argument("--cases", type=common.positive_int, default=8, metavar="N", help="floor cases per kernel (default: 8)")
-    p.add_argument("--timeout", type=float, default=900.0, metavar="SECONDS", help="per kernel and tool (default: 900)")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per kernel and tool (default: 300)")
     p.add_argument("--report-dir", default=common.DEFAULT_REPORT_DIR, metavar="DIR",
                    help=f"where sanitize.json goes (default: {common.DEFAULT_REPORT_DIR})")
     p.add_argument("--driver", metavar="OP/KERNEL", help=argparse.SUPPRESS)  # the child's side
