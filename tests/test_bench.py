@@ -169,3 +169,18 @@ def test_plot_writes_a_png_or_declines(tmp_path):
         assert path is None and not (tmp_path / "b.png").exists()
     else:
         assert (tmp_path / "b.png").stat().st_size > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cli_quick_run_on_gpu(tmp_path, capsys):
+    import json
+
+    assert main(["bench", "--op", "rmsnorm", "--quick", "--select", "t*", "--report-dir", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "bench_rmsnorm.json").read_text())
+    assert report["copy_ceiling"]["bytes_per_s"] > 1e11
+    rows = report["results"]
+    assert {r["implementation"] for r in rows} >= {"triton_rmsnorm (project)", "torch F.rms_norm"}
+    assert all("error" not in r and r["median_us"] > 0 for r in rows)
+    assert all(r["extra_peak_bytes"] > 0 for r in rows if r["mode"] == "forward+backward")
+    assert all(r["max_abs_diff_vs_first"] < 1e-4 for r in rows if r["mode"] == "forward")
+    assert "128x257 fp32" in capsys.readouterr().out
