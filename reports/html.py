@@ -42,7 +42,6 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=jinja2.select_autoescape(("html", "j2")),
-        undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
@@ -153,7 +152,8 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
     if verify is None and mutation is None:
         raise ValueError("render() needs verify.json or mutation.json data")
     directory = Path(directory) if directory is not None else None
-    header = verify or mutation
+    # fields a report of an older or newer harness may lack render as "-", never as an error
+    header = {"backend": "?", "device": None, "versions": {}, "seed": None, "command": None, "created": None, **(verify or mutation)}
     cases = _case_rows(verify) if verify else []
     failures, failures_left = _failure_groups(verify) if verify else ([], 0)
     verdicts = [r["passed"] for r in (verify, mutation) if r is not None and r.get("passed") is not None]
