@@ -27,7 +27,8 @@ def _element(parent, tag: str, **attrs) -> ET.Element:
 
 
 def _suite(root: ET.Element, name: str, header: dict, timestamp: str | None) -> ET.Element:
-    suite = _element(root, "testsuite", name=name, timestamp=timestamp)
+    # the Ant/Jenkins schema wants a timestamp without a zone: created is UTC
+    suite = _element(root, "testsuite", name=name, timestamp=timestamp[:19] if timestamp else None)
     props = _element(suite, "properties")
     for key in ("backend", "device", "seed", "command"):
         if header.get(key) is not None:
