@@ -113,43 +113,52 @@ def rendered(browser, tmp_path_factory):
     return out
 
 
-def test_summary_shows_kernels_and_verdicts(rendered):
-    page = _Page(rendered["plain"])
+def _check_summary(dom: str) -> None:
+    page = _Page(dom)
     assert set(page.summary) == {GOOD, BAD}
     assert "PASS" in page.summary[GOOD] and "FAIL" not in page.summary[GOOD]
     assert "FAIL" in page.summary[BAD]
-    assert "mutation testing: not run" in rendered["plain"]
+    assert "mutation testing: not run" in dom
 
 
-def test_unfiltered_page_shows_every_case(rendered):
-    page = _Page(rendered["plain"])
+def _check_unfiltered(dom: str) -> None:
+    page = _Page(dom)
     n = len(verify_report()["cases"])
     assert len(page.rows) == n and not any(r["hidden"] for r in page.rows)
-    assert _count_text(rendered["plain"]) == f"showing {n} of {n} rows"
+    assert _count_text(dom) == f"showing {n} of {n} rows"
 
 
-def test_filter_from_url_hash_shows_only_matching_rows(rendered):
-    page = _Page(rendered["hash"])
+def _check_hash_filter(dom: str) -> None:
+    page = _Page(dom)
     visible = page.visible()
     assert visible and all(r["data-verdict"] == "failed" and r["data-kernel"] == BAD for r in visible)
     expected = expected_failures(verify_report())
     assert len(visible) == expected
-    assert _count_text(rendered["hash"]) == f"showing {expected} of {len(page.rows)} rows"
+    assert _count_text(dom) == f"showing {expected} of {len(page.rows)} rows"
 
 
-def test_filter_from_query_string(rendered):
-    page = _Page(rendered["query"])
+def _check_query_filter(dom: str) -> None:
+    page = _Page(dom)
     expected = sum(1 for r in verify_report()["cases"] if r["dtype"] == "float16" and r["check"] == "dgamma")
     visible = page.visible()
     assert len(visible) == expected > 0
     assert all(r["data-dtype"] == "float16" and r["data-check"] == "dgamma" for r in visible)
-    assert "mutation testing: not run" not in rendered["query"]
+    assert "mutation testing: not run" not in dom
 
 
-def test_screenshot_is_a_real_page(rendered):
+def _check_screenshot(path) -> None:
     """A blank or failed render gives a tiny, uniform PNG; the header, summary and plots make a large one."""
-    data = rendered["screenshot"].read_bytes()
+    data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (1280, 2000)
     assert len(data) > 50_000
+
+
+def test_report_in_chromium(rendered):
+    """One test, so that pytest-xdist starts the browsers once (a module fixture runs once per worker)."""
+    _check_summary(rendered["plain"])
+    _check_unfiltered(rendered["plain"])
+    _check_hash_filter(rendered["hash"])
+    _check_query_filter(rendered["query"])
+    _check_screenshot(rendered["screenshot"])
