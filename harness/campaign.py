@@ -103,8 +103,9 @@ def select(op: str | None, pattern: str) -> list[KernelEntry]:
 
 
 def load_equivalent(path: Path = EQUIVALENT_FILE) -> dict[str, dict]:
-    """name -> {reason, fingerprint}. A mark whose fingerprint no longer matches the mutant's
-    diff is ignored (the kernel changed; the judgement must be made again)."""
+    """name -> {reason, fingerprint[, backends]}. A mark whose fingerprint no longer matches the
+    mutant's diff is ignored (the kernel changed; the judgement must be made again); a mark with
+    ``backends`` holds only there (e.g. equivalent only under the interpreter's grid)."""
     if not path.exists():
         return {}
     data = tomllib.loads(path.read_text())
@@ -147,9 +148,12 @@ def _job(entry_op: str, name: str, *, backend: str, seed: int, max_examples: int
     )
 
 
-def is_marked(entry: KernelEntry, equivalent: dict[str, dict]) -> bool:
+def is_marked(entry: KernelEntry, equivalent: dict[str, dict], backend: str | None = None) -> bool:
+    """Marked equivalent, for this diff (fingerprint) and, if the mark names backends, this backend."""
     mark = equivalent.get(entry.name)
-    return bool(mark) and mark.get("fingerprint") in (None, entry.meta.get("fingerprint"))
+    if not mark or mark.get("fingerprint") not in (None, entry.meta.get("fingerprint")):
+        return False
+    return backend is None or "backends" not in mark or backend in mark["backends"]
 
 
 def sanity_jobs(ops: list[str], **job_kw) -> tuple[list[Job], str | None]:
@@ -212,7 +216,7 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
     outcomes: dict[str, Outcome] = {}
     to_run = []
     for e in entries:
-        if is_marked(e, equivalent):
+        if is_marked(e, equivalent, backend):
             outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, equivalent[e.name]["reason"].strip())
         else:
             to_run.append(e)

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         max_examples = 0
     ops = sorted({e.op for e in entries})
     equivalent = campaign.load_equivalent()
-    runnable = [e for e in entries if not campaign.is_marked(e, equivalent)]
+    runnable = [e for e in entries if not campaign.is_marked(e, equivalent, backend.name)]
     parallel = args.jobs or common.default_jobs(backend, max(2, len(runnable)))
     settings = dict(backend=backend.name, seed=args.seed, max_examples=max_examples, plugins=args.plugin,
                     parallel=parallel, modules=modules)
