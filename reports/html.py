@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import jinja2
+import markupsafe
 
 from reports import plots
 
@@ -79,6 +80,29 @@ def _case_rows(verify: dict) -> list[dict]:
     cases = verify.get("cases", [])
     ordered = sorted(range(len(cases)), key=lambda i: (bool(cases[i].get("passed")), i))
     return [cases[i] for i in ordered]
+
+
+def _case_rows_html(cases: list[dict]) -> markupsafe.Markup:
+    """The case table's rows, built here rather than in the template: a jinja loop over 20,000
+    rows costs seconds, this costs a fraction of one. Every value is escaped."""
+    esc = markupsafe.escape
+    out = []
+    for r in cases:
+        verdict = "passed" if r.get("passed") else "failed"
+        op, kernel, check, dtype = (esc(r.get(k, "")) for k in ("op", "kernel", "check", "dtype"))
+        case_id = str(r.get("case_id", ""))
+        title = f' title="{esc(r["message"])}"' if verdict == "failed" and r.get("message") else ""
+        mismatched = _fmt(r.get("mismatched")) + (f" / {r['numel']}" if r.get("numel") else "")
+        out.append(
+            f'<tr class="{verdict}" data-op="{op}" data-kernel="{kernel}" data-check="{check}" data-dtype="{dtype}" '
+            f'data-verdict="{verdict}"{title}><td>{verdict}</td><td>{op}</td><td>{kernel}</td><td>{check}</td>'
+            f'<td><code>{esc(case_id.partition(":")[2] or case_id)}</code></td><td>{dtype}</td><td>{esc(r.get("layout", "-"))}</td>'
+            f'<td>{esc(_shape(r.get("shape")))}</td><td>{esc(r.get("phase", "-"))}</td>'
+            f'<td class="num">{_fmt(r.get("err_ratio"))}</td><td class="num">{_fmt(r.get("max_abs_err"))}</td>'
+            f'<td class="num">{_fmt(r.get("atol"))}</td><td class="num">{_fmt(r.get("rtol"))}</td>'
+            f'<td class="num">{esc(mismatched)}</td></tr>'
+        )
+    return markupsafe.Markup("\n".join(out))
 
 
 def _filter_options(cases: list[dict]) -> dict[str, list[str]]:
@@ -165,6 +189,7 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
         "verify": verify,
         "kernels": _kernel_rows(verify) if verify else [],
         "cases": cases,
+        "case_rows": _case_rows_html(cases),
         "failed_cases": sum(1 for c in cases if not c.get("passed")),
         "failures": failures,
         "failures_left": failures_left,
