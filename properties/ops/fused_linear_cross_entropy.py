@@ -12,7 +12,9 @@ gradient, a random scalar of size 0.5..3.5 and random sign, never 1).
 
 Value kinds: normal (logits ~ N(0, 1)); large (logits ~ 100: exp overflows without the
 max subtraction); confident (the target logit dominates by ~30: the loss cancels to ~0);
-tiny (logits ~ 1e-3: a near-uniform softmax); mixed_scale (row scales 1e-2..1e2).
+tiny (logits ~ 1e-3: a near-uniform softmax); mixed_scale (row scales 1e-2..1e2); ascending
+(logits grow with the class index, so the running max rises in every later vocabulary tile:
+an online softmax that forgets to rescale its running sum is always wrong there).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from harness.registry import register_op
 from oracles.fused_linear_ce import fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference
 from properties import layouts, strategies, values
 
-VALUE_KINDS = ("normal", "large", "confident", "tiny", "mixed_scale")
+VALUE_KINDS = ("normal", "large", "confident", "tiny", "mixed_scale", "ascending")
 IGNORED = ("none", "some", "all")
 ALL_IGNORED = "all_ignored"
 
@@ -189,6 +191,10 @@ def logit_inputs(kind: str, classes: torch.Tensor, d: int, v: int, gen: torch.Ge
         x = 30.0 * w[classes] / w[classes].square().sum(1, keepdim=True).clamp(min=1e-3) + 0.3 * x / math.sqrt(d)
     elif kind == "tiny":
         x *= 1e-3
+    elif kind == "ascending":
+        x[:, 1:] *= 0.3
+        x[:, 0] = 1.0
+        w[:, 0] = 8.0 * torch.arange(v, dtype=torch.float64) / max(v - 1, 1)
     elif kind == "mixed_scale":
         x *= torch.logspace(-2, 2, n, dtype=torch.float64)[torch.randperm(n, generator=gen)].unsqueeze(1)
     return x, w
