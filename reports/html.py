@@ -131,6 +131,9 @@ def _mutation_context(mutation: dict) -> dict:
         "equivalent": [m for m in mutants if m.get("status") == "equivalent"],
         "minimal_cases": mutation.get("minimal_cases") or [],
         "seconds": mutation.get("seconds"),
+        "created": mutation.get("created"),
+        "device": mutation.get("device"),
+        "command": mutation.get("command"),
         "heatmap": plots.kill_matrix_figure(mutation),
     }
 
