@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from harness.cli import common
@@ -66,8 +67,6 @@ def write_all(directory: str | Path) -> list[Path]:
 def write_after_run(directory: str | Path) -> bool:
     """For verify/mutate: render, and on any failure print one clear warning instead of a traceback.
     The caller's exit status stays the verdict of its checks; the warning says how to retry."""
-    import sys
-
     try:
         paths = write_all(directory)
     except Exception as exc:  # a broken renderer must not hide the verdict the JSON already holds
