@@ -342,45 +342,57 @@ def register_generated() -> int:
 # --- hand-written (catalog) mutants ------------------------------------------------------------
 
 
-def patch_source(module_name: str, function: str | None, old: str, new: str) -> tuple[str, str, str]:
-    """Apply one text patch to a module's source; returns (mutated source, location, diff).
+def patch_source(module_name: str, function: str | None, patches: list[tuple[str, str]]) -> tuple[str, str, str]:
+    """Apply text patches (old -> new, in order) to a module's source; returns (mutated source,
+    location of the first patch, diff).
 
-    ``old`` must occur exactly once (inside ``function`` when one is named), so a catalog
+    Each ``old`` must occur exactly once (inside ``function`` when one is named), so a catalog
     entry breaks loudly instead of silently patching the wrong line when the kernel changes.
     """
     module = importlib.import_module(module_name)
-    source = inspect.getsource(module)
+    original = source = inspect.getsource(module)
     path = _display_path(inspect.getsourcefile(module) or module_name)
-    start, end = 0, len(source)
-    if function is not None:
-        tree = ast.parse(source)
-        defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == function]
-        if not defs:
-            raise RegistryError(f"catalog patch names function {function!r}, which {path} does not define; fix the catalog entry")
-        lines = source.splitlines(keepends=True)
-        start = sum(len(l) for l in lines[: defs[0].lineno - 1])
-        end = sum(len(l) for l in lines[: defs[0].end_lineno])
-    count = source.count(old, start, end)
-    if count != 1:
-        where = f"function {function} of {path}" if function else path
-        raise RegistryError(
-            f"catalog patch text {old!r} occurs {count} times in {where} (it must occur exactly once); "
-            "update the catalog entry to match the kernel's current source"
-        )
-    at = source.index(old, start, end)
-    mutated = source[:at] + new + source[at + len(old):]
-    line = source.count("\n", 0, at) + 1
+    first_line = None
+    start, end = _span(source, function, path)
+    for old, new in patches:
+        count = source.count(old, start, end)
+        if count != 1:
+            where = f"function {function} of {path}" if function else path
+            raise RegistryError(
+                f"catalog patch text {old!r} occurs {count} times in {where} (it must occur exactly once); "
+                "update the catalog entry to match the kernel's current source"
+            )
+        at = source.index(old, start, end)
+        first_line = first_line or source.count("\n", 0, at) + 1
+        source = source[:at] + new + source[at + len(old):]
+        end += len(new) - len(old)
     diff = "\n".join(
-        list(difflib.unified_diff(source.splitlines(), mutated.splitlines(), "original", "mutant", n=1, lineterm=""))[2:]
+        list(difflib.unified_diff(original.splitlines(), source.splitlines(), "original", "mutant", n=1, lineterm=""))[2:]
     )
-    return mutated, f"{path}:{line}", diff
+    return source, f"{path}:{first_line}", diff
+
+
+def _span(source: str, function: str | None, path: str) -> tuple[int, int]:
+    if function is None:
+        return 0, len(source)
+    tree = ast.parse(source)
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == function]
+    if not defs:
+        raise RegistryError(f"catalog patch names function {function!r}, which {path} does not define; fix the catalog entry")
+    lines = source.splitlines(keepends=True)
+    return sum(len(l) for l in lines[: defs[0].lineno - 1]), sum(len(l) for l in lines[: defs[0].end_lineno])
 
 
 def register_catalog(op: str, *, kernel: str, module: str, entries: Iterator[dict] | list[dict]) -> None:
-    """Register hand-written patches of one project kernel as catalog mutants (public API)."""
+    """Register hand-written patches of one project kernel as catalog mutants (public API).
+
+    Each item: name, bug_class, why, function (or None for the whole module), and either
+    old/new or patches=[(old, new), ...] applied in order.
+    """
     base = REGISTRY.get(op, kernel)
     for item in entries:
-        source, location, diff = patch_source(module, item.get("function"), item["old"], item["new"])
+        patches = item.get("patches") or [(item["old"], item["new"])]
+        source, location, diff = patch_source(module, item.get("function"), patches)
         name = item["name"]
         fn = SourceMutant(module, kernel, name, lambda s=source: s)
         register_mutant(

@@ -49,7 +49,7 @@ def test_block_divisor_mutant_runs_through_the_real_wrapper_and_disk_is_untouche
 def test_a_mutant_that_does_not_compile_is_marked_incompetent(tmp_path, monkeypatch):
     # bug class: incompetent mutants must never count as killed
     monkeypatch.setenv(mutagen.MARKERS_ENV, str(tmp_path))
-    source, _, _ = mutagen.patch_source("kernels.rmsnorm", "_rmsnorm_forward", "cols = tl.arange(0, BLOCK)", "cols = tl.arange(0, N)")
+    source, _, _ = mutagen.patch_source("kernels.rmsnorm", "_rmsnorm_forward", [("cols = tl.arange(0, BLOCK)", "cols = tl.arange(0, N)")])
     fn = mutagen.SourceMutant("kernels.rmsnorm", "triton_rmsnorm", "test.arange_of_runtime_n", lambda: source)
     with pytest.raises(Exception):
         fn(torch.ones(2, 8), torch.ones(8), 1e-6)
@@ -72,9 +72,9 @@ def test_a_harness_guard_error_is_not_incompetence():
 
 def test_catalog_patch_must_match_exactly_once():
     with pytest.raises(RegistryError, match="exactly once.*update the catalog entry"):
-        mutagen.patch_source("kernels.rmsnorm", "_rmsnorm_forward", "tl.no_such_call(", "x")
+        mutagen.patch_source("kernels.rmsnorm", "_rmsnorm_forward", [("tl.no_such_call(", "x")])
     with pytest.raises(RegistryError, match="does not define"):
-        mutagen.patch_source("kernels.rmsnorm", "_no_such_function", "x", "y")
+        mutagen.patch_source("kernels.rmsnorm", "_no_such_function", [("x", "y")])
 
 
 def test_catalog_has_ten_distinct_bug_classes_including_the_seeds():
@@ -85,7 +85,7 @@ def test_catalog_has_ten_distinct_bug_classes_including_the_seeds():
         assert {"cat.block_divisor_forward", "cat.block_divisor_backward", "cat.dgamma_mean", "cat.r_squared",
                 "cat.row_offset_block"} <= names
         assert all(c["why"].strip() for c in module.CATALOG)
-        assert len({c["old"] + c["new"] for c in module.CATALOG}) == len(module.CATALOG)
+        assert len({str(c.get("patches") or (c["old"], c["new"])) for c in module.CATALOG}) == len(module.CATALOG)
         entry = REGISTRY.get("rmsnorm", "cat.r_squared")
         assert entry.origin == "catalog" and entry.kind == "mutant" and "-" in entry.meta["diff"]
     finally:

@@ -1,7 +1,7 @@
 """Hand-written mutants of the project's RMSNorm: realistic bugs, one distinct class each.
 
-Each entry is a text patch (``old`` -> ``new``, which must match exactly once inside
-``function``) applied to ``kernels/rmsnorm.py`` in memory and re-executed, so the mutant runs
+Each entry is a text patch (``old`` -> ``new``, or several ``patches``, each matching exactly
+once inside ``function``) applied to ``kernels/rmsnorm.py`` in memory and re-executed, so the mutant runs
 through the real wrapper and autograd code. ``why`` says how the bug arises in practice.
 The first five are the Italian seed's named bugs.
 """
@@ -18,8 +18,8 @@ CATALOG = [
         name="cat.block_divisor_forward",
         bug_class="reduction-length",
         function="_rmsnorm_forward",
-        old="tl.sum(x * x, axis=0) / N",
-        new="tl.sum(x * x, axis=0) / BLOCK",
+        old="/ N + eps",
+        new="/ BLOCK + eps",
         why="the mean of x^2 divides by the padded BLOCK instead of N (the seed's exercise); "
         "invisible whenever N is a power of two",
     ),
@@ -53,8 +53,8 @@ CATALOG = [
         name="cat.row_offset_block",
         bug_class="row-offset",
         function="_rmsnorm_forward",
-        old="tl.store(Y + row * N + cols",
-        new="tl.store(Y + row * BLOCK + cols",
+        old="* N + cols",
+        new="* BLOCK + cols",
         why="the output row offset uses the padded BLOCK as the row length; rows land in the "
         "wrong place (and past the end of Y) unless N is a power of two",
     ),
@@ -62,26 +62,25 @@ CATALOG = [
         name="cat.fp16_accumulation",
         bug_class="precision",
         function="_rmsnorm_forward",
-        old="x = tl.load(X + row * stride_xm + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)",
-        new="x = tl.load(X + row * stride_xm + cols * stride_xn, mask=mask, other=0.0)",
-        why="the upcast before squaring is dropped, so x^2 and its sum run in fp16/bf16 and "
-        "overflow for |x| around 300 (fp16's max is 65504)",
+        old="x * x",
+        new="x.to(X.dtype.element_ty) * x.to(X.dtype.element_ty)",
+        why="the squares are computed in the input precision (the upcast placed after the "
+        "product), so x^2 overflows fp16 for |x| around 300 (fp16's max is 65504)",
     ),
     dict(
         name="cat.mask_off_by_one",
         bug_class="mask",
-        function="_rmsnorm_forward",
+        function="_rmsnorm_backward",
         old="mask = cols < N",
         new="mask = cols <= N",
         why="an inclusive bound on the column mask: lane N (the next row's first element, or "
-        "padding) enters the sum of squares",
+        "past the end of gamma) is read and a dx element past the row is written",
     ),
     dict(
         name="cat.eps_outside_sqrt",
         bug_class="formula",
         function="_rmsnorm_forward",
-        old="rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)",
-        new="rstd = 1.0 / (tl.sqrt(tl.sum(x * x, axis=0) / N) + eps)",
+        patches=[("tl.rsqrt(", "1.0 / (tl.sqrt("), ("/ N + eps)", "/ N) + eps)")],
         why="eps added to the root instead of inside it (LayerNorm-style code ported by hand); "
         "only visible for rows whose mean square is comparable to eps",
     ),
@@ -89,8 +88,7 @@ CATALOG = [
         name="cat.x_assumed_contiguous",
         bug_class="layout",
         function="_rmsnorm_forward",
-        old="x = tl.load(X + row * stride_xm + cols * stride_xn,",
-        new="x = tl.load(X + row * N + cols,",
+        patches=[("* stride_xm", "* N"), (" * stride_xn", "")],
         why="the forward indexes x as if it were contiguous (the wrapper forgot to pass strides "
         "or to call .contiguous()); wrong for transposed or sliced inputs",
     ),
