@@ -80,11 +80,12 @@ def _logits_tile(
     col_off = cols.to(tl.int64)[None, :] * stride_wv
     for d0 in range(0, D, BLOCK_D):
         ds = d0 + tl.arange(0, BLOCK_D)
+        d_off = ds.to(tl.int64)
         x = tl.load(
-            X + row_off + ds[None, :] * stride_xd, mask=(rows[:, None] < N) & (ds[None, :] < D), other=0.0
+            X + row_off + d_off[None, :] * stride_xd, mask=(rows[:, None] < N) & (ds[None, :] < D), other=0.0
         )
         wt = tl.load(
-            W + col_off + ds[:, None] * stride_wd, mask=(cols[None, :] < V) & (ds[:, None] < D), other=0.0
+            W + col_off + d_off[:, None] * stride_wd, mask=(cols[None, :] < V) & (ds[:, None] < D), other=0.0
         )
         if UPCAST:
             x = x.to(tl.float32)
@@ -221,7 +222,7 @@ def _scaled_matmul(
             b = b.to(tl.float32)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
     acc = acc * tl.load(SCALE)
-    out_ptrs = OUT + rm.to(tl.int64)[:, None] * stride_om + rn[None, :] * stride_on
+    out_ptrs = OUT + rm.to(tl.int64)[:, None] * stride_om + rn.to(tl.int64)[None, :] * stride_on
     out_mask = (rm[:, None] < M) & (rn[None, :] < N)
     if ACCUMULATE:
         acc += tl.load(out_ptrs, mask=out_mask, other=0.0).to(tl.float32)

@@ -1,0 +1,85 @@
+"""Fused linear + cross-entropy benchmark: the project's kernel, torch eager and Liger-Kernel.
+
+Signature of every implementation: ``f(x[N, D], weight[V, D], target[N], ignore_index) -> loss``.
+The figure that matters is extra peak memory (torch materialises the N x V logits, twice in
+fp32); time is compute-bound: a matmul of 2*N*D*V FLOP per pass. Forward computes the logits
+once; forward+backward needs at least three such matmuls (logits, dx, dW); the project's
+kernel recomputes the logits in its backward, so it runs four.
+Reference figures (H200, from the shared notes): at N=16384, D=4096, V=128256 bf16, torch
+25.25 GB extra and 100.4 ms, Liger 1.32 GB and 89.3 ms, three-matmul floor about 65 ms.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from harness.benchmark import BenchInputs, Protocol, Unavailable, Workload
+
+IGNORE_INDEX = -100
+# (N, D, V, dtype, kept by --quick): a small LLM head, and the issue's Llama-3-8B-sized head
+SHAPES = [(4096, 2048, 32000, torch.bfloat16, True), (16384, 4096, 128256, torch.bfloat16, False)]
+# calls of ~100 ms: a handful of samples of two calls each still gives a stable median
+SLOW = Protocol(warmup=3, samples=7, calls_per_sample=2)
+
+
+def torch_eager(x, weight, target, ignore_index=IGNORE_INDEX):
+    """The logits materialised, cross-entropy in fp32 (what a model's loss does in eager mode)."""
+    return F.cross_entropy((x @ weight.T).float(), target, ignore_index=ignore_index)
+
+
+def _liger():
+    try:
+        from liger_kernel.ops.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyFunction
+    except Exception as exc:  # not installed, or built for another triton: the column is skipped
+        return Unavailable(
+            f"liger_kernel not importable ({type(exc).__name__}: {exc}); "
+            "pip install --no-deps liger-kernel==0.8.5 (pure Python)"
+        )
+
+    def liger(x, weight, target, ignore_index=IGNORE_INDEX):
+        # positional (input, weight, target, bias, ce_weight, ignore_index); newer versions
+        # return (loss, z_loss, ...) instead of the loss alone
+        out = LigerFusedLinearCrossEntropyFunction.apply(x, weight, target, None, None, ignore_index)
+        return out[0] if isinstance(out, tuple) else out
+
+    return liger
+
+
+def _make(n: int, d: int, v: int, dtype: torch.dtype):
+    def make(device: str) -> BenchInputs:
+        gen = torch.Generator(device=device).manual_seed(0)
+        x = torch.randn((n, d), generator=gen, device=device, dtype=torch.float32).to(dtype)
+        w = (torch.randn((v, d), generator=gen, device=device, dtype=torch.float32) / d**0.5).to(dtype)
+        target = torch.randint(v, (n,), generator=gen, device=device)
+        target[::10] = IGNORE_INDEX  # padding tokens, as in a real batch
+        return BenchInputs(args=(x, w, target, IGNORE_INDEX), grad_wrt=(0, 1), upstream=None)
+
+    return make
+
+
+def workloads() -> list[Workload]:
+    out = []
+    for n, d, v, dtype, quick in SHAPES:
+        e = torch.empty((), dtype=dtype).element_size()
+        inputs = (n * d + v * d) * e + 8 * n
+        matmul = 2.0 * n * d * v
+        out.append(Workload(
+            name=f"N={n} D={d} V={v} bf16",
+            make=_make(n, d, v, dtype),
+            bytes={"forward": inputs, "forward+backward": 2 * inputs + (n * d + v * d) * e},
+            flops={"forward": matmul, "forward+backward": 3 * matmul},
+            quick=quick,
+            protocol=None if quick else SLOW,
+        ))
+    return out
+
+
+def implementations() -> dict:
+    from kernels.fused_linear_ce import fused_linear_cross_entropy
+
+    return {
+        "triton_flce (project)": fused_linear_cross_entropy,
+        "torch eager (logits materialised)": torch_eager,
+        "liger fused linear CE": _liger(),
+    }
