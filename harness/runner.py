@@ -12,6 +12,7 @@ from typing import Any, Callable
 import torch
 
 from harness.cases import Case, repro_command
+from harness.oob import find_out_of_bounds
 from harness.opspec import Meta, OpInputs, OpSpec
 from harness.record import CaseRecord
 from harness.registry import KernelEntry
@@ -71,6 +72,14 @@ def _poison_allocator(device: torch.device, nbytes: int) -> None:
     del block
 
 
+def _out_of_bounds(run: CaseRun, exc: BaseException | None) -> bool:
+    """Record an out-of-bounds access (harness.oob) as its own failed check."""
+    oob = find_out_of_bounds(exc)
+    if oob is not None:
+        run.add("out_of_bounds", False, str(oob))
+    return oob is not None
+
+
 def _call(fn: Callable, args: tuple, grad_wrt: tuple[int, ...]):
     leaves = list(args)
     for i in grad_wrt:
@@ -99,7 +108,8 @@ def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, devi
             _call(entry.fn, inputs.args, ())
         except Exception as exc:  # the kernel's rejection is the expected outcome here
             error = exc
-        run.add("contract", *checks.contract_rejection(error, reasons, snap))
+        if not _out_of_bounds(run, error):
+            run.add("contract", *checks.contract_rejection(error, reasons, snap))
         return run
 
     started = time.perf_counter()
@@ -109,7 +119,8 @@ def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, devi
         _poison_allocator(dev, nbytes)
         leaves, out = _call(entry.fn, inputs.args, inputs.grad_wrt)
     except Exception as exc:
-        run.add(fwd_name, False, f"in-contract input, but the kernel raised {type(exc).__name__}: {exc}")
+        if not _out_of_bounds(run, exc):
+            run.add(fwd_name, False, f"in-contract input, but the kernel raised {type(exc).__name__}: {exc}")
         return run
     run.add("inputs_unchanged", *checks.inputs_unchanged(snap, "forward"))
 
@@ -120,6 +131,8 @@ def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, devi
             _poison_allocator(dev, nbytes)
             grads = _grads(out, leaves, inputs.grad_wrt, inputs.upstream)
         except Exception as exc:
+            if _out_of_bounds(run, exc):
+                return run
             grad_error = f"backward raised {type(exc).__name__}: {exc}"
         else:
             run.add("inputs_unchanged", *checks.inputs_unchanged(snap, "backward"))

@@ -21,6 +21,11 @@ def main(job_path: str, out_path: str) -> int:
     from harness import backend as backends
 
     be = backends.current()
+    if be.is_interpreter:
+        from harness import oob
+
+        guard = oob.install()
+        emit("guard", active=guard.active, reason=guard.reason)
     from harness import loader
     from harness.cases import Case
     from harness.registry import REGISTRY
