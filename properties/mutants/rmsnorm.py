@@ -27,8 +27,8 @@ CATALOG = [
         name="cat.block_divisor_backward",
         bug_class="reduction-length",
         function="_rmsnorm_backward",
-        old="tl.sum(u * x, axis=0) / N",
-        new="tl.sum(u * x, axis=0) / BLOCK",
+        old="/ N\n",
+        new="/ BLOCK\n",
         why="the backward's mean(u*x) copied from a block-level sum divides by BLOCK; only dx is "
         "wrong, and only when N is not a power of two",
     ),
@@ -36,8 +36,8 @@ CATALOG = [
         name="cat.dgamma_mean",
         bug_class="reduction-kind",
         function="_rmsnorm_backward",
-        old="tl.store(PARTIAL + pid.to(tl.int64) * N + cols, acc, mask=mask)",
-        new="tl.store(PARTIAL + pid.to(tl.int64) * N + cols, acc / M, mask=mask)",
+        old="tl.store(PARTIAL + pid.to(tl.int64) * N + cols, ",
+        new="tl.store(PARTIAL + pid.to(tl.int64) * N + cols, (1.0 / M) * ",
         why="dgamma averaged over the rows instead of summed (gamma is shared by every row, so "
         "its gradient is a sum); invisible at M = 1",
     ),
@@ -45,8 +45,8 @@ CATALOG = [
         name="cat.r_squared",
         bug_class="derivative",
         function="_rmsnorm_backward",
-        old="(rstd * rstd * rstd)",
-        new="(rstd * rstd)",
+        old="rstd * rstd * rstd",
+        new="rstd * rstd",
         why="d r / d x_i = -x_i r^3 / N derived by hand with r^2; invisible when r == 1",
     ),
     dict(
@@ -71,8 +71,8 @@ CATALOG = [
         name="cat.mask_off_by_one",
         bug_class="mask",
         function="_rmsnorm_backward",
-        old="mask = cols < N",
-        new="mask = cols <= N",
+        old="cols < N",
+        new="cols <= N",
         why="an inclusive bound on the column mask: lane N (the next row's first element, or "
         "past the end of gamma) is read and a dx element past the row is written",
     ),
@@ -96,8 +96,7 @@ CATALOG = [
         name="cat.dy_assumed_contiguous",
         bug_class="layout",
         function="_rmsnorm_backward",
-        old="dy = tl.load(DY + row * stride_dym + cols * stride_dyn,",
-        new="dy = tl.load(DY + row * N + cols,",
+        patches=[("* stride_dym", "* N"), (" * stride_dyn", "")],
         why="the upstream gradient is assumed contiguous; autograd often hands a transposed or "
         "expanded dy, so dx and dgamma read the wrong elements",
     ),
@@ -106,7 +105,7 @@ CATALOG = [
         bug_class="chain-rule",
         function="_rmsnorm_backward",
         old="u = dy * g",
-        new="u = dy",
+        new="u = dy  # the gamma factor forgotten; was: dy * g",
         why="dx written from the normalisation's derivative alone, forgetting the gamma factor; "
         "invisible in tests that use gamma = 1",
     ),
