@@ -8,8 +8,9 @@ Backward, with u = dy * gamma (derivation: d r / d x_i = -x_i r^3 / N):
     dx     = r * u - x * r^3 * mean(u * x)   mean over the N columns of the row
     dgamma = sum over rows of dy * x * r     a sum over rows, never a mean
 
-Layout of the work: the forward runs one program per row with BLOCK = next_power_of_2(N)
-columns and masks for the BLOCK - N padding lanes; every load is upcast to fp32 before
+Layout of the work: the forward runs one program per tile of ROWS rows by BLOCK =
+next_power_of_2(N) columns (the seed's one row per program when BLOCK >= 16384), with masks
+for the padding lanes and rows; every load is upcast to fp32 before
 any arithmetic (this is also what keeps bf16 right in the Triton interpreter). The backward
 runs programs over contiguous blocks of rows; each writes dx for its rows and one private
 row of fp32 partial dgamma sums (no atomics), which a second kernel reduces over programs.
@@ -42,21 +43,25 @@ def _rmsnorm_forward(
     G,  # [N] gamma, stride stride_g
     Y,  # [M, N] output, contiguous
     RSTD,  # [M] fp32, 1 / rms of each row, for the backward
+    M,
+    N,
     stride_xm,
     stride_xn,
     stride_g,
-    N,
     eps,
+    ROWS: tl.constexpr,  # rows per program: a [ROWS, BLOCK] tile, one reduction per row
     BLOCK: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    x = tl.load(X + row * stride_xm + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
-    g = tl.load(G + cols * stride_g, mask=mask, other=0.0).to(tl.float32)
-    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
-    tl.store(Y + row * N + cols, (x * rstd * g).to(Y.dtype.element_ty), mask=mask)
-    tl.store(RSTD + row, rstd)
+    row_mask = rows < M
+    mask = row_mask[:, None] & (cols[None, :] < N)
+    x = tl.load(X + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + cols * stride_g, mask=cols < N, other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
+    y = x * rstd[:, None] * g[None, :]
+    tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    tl.store(RSTD + rows, rstd, mask=row_mask)
 
 
 @triton.jit
@@ -75,25 +80,29 @@ def _rmsnorm_backward(
     stride_dym,
     stride_dyn,
     rows_per_program,
+    ROWS: tl.constexpr,  # rows per loop iteration: a [ROWS, BLOCK] tile
     BLOCK: tl.constexpr,
 ):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    g = tl.load(G + cols * stride_g, mask=mask, other=0.0).to(tl.float32)
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    col_mask = cols < N
+    g = tl.load(G + cols * stride_g, mask=col_mask, other=0.0).to(tl.float32)
+    acc = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
     first = pid.to(tl.int64) * rows_per_program
     last = tl.minimum(first + rows_per_program, M)
-    for row in range(first, last):
-        x = tl.load(X + row * stride_xm + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(DY + row * stride_dym + cols * stride_dyn, mask=mask, other=0.0).to(tl.float32)
-        rstd = tl.load(RSTD + row)
-        u = dy * g
-        mean_ux = tl.sum(u * x, axis=0) / N
-        dx = rstd * u - x * (rstd * rstd * rstd) * mean_ux
-        tl.store(DX + row * N + cols, dx.to(DX.dtype.element_ty), mask=mask)
-        acc += dy * x * rstd
-    tl.store(PARTIAL + pid.to(tl.int64) * N + cols, acc, mask=mask)
+    for start in range(first, last, ROWS):
+        rows = start + tl.arange(0, ROWS)
+        row_mask = rows < last
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(X + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(DY + rows[:, None] * stride_dym + cols[None, :] * stride_dyn, mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+        u = dy * g[None, :]
+        mean_ux = tl.sum(u * x, axis=1) / N
+        dx = rstd[:, None] * u - x * (rstd * rstd * rstd * mean_ux)[:, None]
+        tl.store(DX + rows[:, None] * N + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
+        acc += dy * x * rstd[:, None]
+    tl.store(PARTIAL + pid.to(tl.int64) * N + cols, tl.sum(acc, axis=0), mask=col_mask)
 
 
 @triton.jit
@@ -119,10 +128,24 @@ def _num_warps(block: int) -> int:
     return 4 if block <= 1024 else 8 if block <= 4096 else 16
 
 
-def _programs_for(m: int, device: torch.device) -> int:
+def _rows_per_tile(block: int) -> int:
+    # 16K fp32 elements per forward tile: 4 rows at N = 4096 measured best on the H200
+    # (docs/gpu-runs.md), and fewer programs also make the interpreter faster.
+    return max(1, min(16, 16384 // block))
+
+
+def _backward_plan(m: int, block: int, device: torch.device) -> tuple[int, int]:
+    """(programs, rows per loop iteration) of the backward.
+
+    On a GPU: 4 programs per multiprocessor, one row per iteration (measured best on the H200
+    at 32768x4096 bf16 among 1/2/4 rows and 1/2/4/8 programs per SM, docs/gpu-runs.md).
+    In the interpreter, programs and loop iterations run one after another and each costs
+    Python overhead: 16 programs and [ROWS, BLOCK] tiles keep it fast.
+    """
     if device.type == "cuda":
-        return max(1, min(m, 4 * torch.cuda.get_device_properties(device).multi_processor_count))
-    return max(1, min(m, 16))  # the interpreter runs programs one after another
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        return max(1, min(m, 4 * sms)), 1
+    return max(1, min(m, 16)), _rows_per_tile(block)
 
 
 def check_contract(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> None:
@@ -155,9 +178,10 @@ def _forward(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> tuple[torch.Te
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     if m:
         block = triton.next_power_of_2(n)
-        _rmsnorm_forward[(m,)](
-            x, gamma, y, rstd, x.stride(0), x.stride(1), gamma.stride(0), n, float(eps),
-            BLOCK=block, num_warps=_num_warps(block),
+        rows = _rows_per_tile(block)
+        _rmsnorm_forward[(triton.cdiv(m, rows),)](
+            x, gamma, y, rstd, m, n, x.stride(0), x.stride(1), gamma.stride(0), float(eps),
+            ROWS=rows, BLOCK=block, num_warps=_num_warps(block),
         )
     return y, rstd
 
@@ -170,18 +194,19 @@ def _backward(x, gamma, dy, rstd) -> tuple[torch.Tensor, torch.Tensor]:
     dgamma = torch.empty(n, dtype=gamma.dtype, device=x.device)
     if m == 0:
         return dx, dgamma.zero_()
-    programs = _programs_for(m, x.device)
+    block = triton.next_power_of_2(n)
+    programs, rows = _backward_plan(m, block, x.device)
     rows_per_program = triton.cdiv(m, programs)
     programs = triton.cdiv(m, rows_per_program)
     partial = torch.empty((programs, n), dtype=torch.float32, device=x.device)
-    block = triton.next_power_of_2(n)
     _rmsnorm_backward[(programs,)](
         x, gamma, dy, rstd, dx, partial, m, n,
         x.stride(0), x.stride(1), gamma.stride(0), dy.stride(0), dy.stride(1), rows_per_program,
-        BLOCK=block, num_warps=_num_warps(block),
+        ROWS=rows, BLOCK=block, num_warps=_num_warps(block),
     )
-    block_n = min(triton.next_power_of_2(n), 128)
-    _sum_partials[(triton.cdiv(n, block_n),)](partial, dgamma, programs, n, BLOCK_P=32, BLOCK_N=block_n)
+    # GPU: many narrow column blocks spread the reduction over the SMs; interpreter: few wide ones
+    block_p, block_n = (32, min(block, 128)) if x.device.type == "cuda" else (16, min(block, 2048))
+    _sum_partials[(triton.cdiv(n, block_n),)](partial, dgamma, programs, n, BLOCK_P=block_p, BLOCK_N=block_n)
     return dx, dgamma
 
 
