@@ -75,6 +75,9 @@ def print_mutation(report: dict, *, path: str, file=None) -> None:
         console.print(f"[red]SURVIVED[/] {m['op']}/{m['name']} ({m['location']}): {m['description']}", highlight=False)
         for line in (m["diff"] or "(no diff: a plugin mutant)").splitlines():
             console.print(f"    {line}", highlight=False, markup=False)
+    if report.get("stale_equivalent_marks"):
+        console.print("[yellow]equivalence marks ignored (their mutant's diff changed; judge again):[/] "
+                      + ", ".join(report["stale_equivalent_marks"]), highlight=False)
     equivalent = [m for m in report["mutants"] if m["status"] == "equivalent"]
     if equivalent:
         console.print(f"[cyan]{len(equivalent)} mutant(s) marked equivalent[/] (properties/mutants/equivalent.toml):")

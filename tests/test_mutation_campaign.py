@@ -94,3 +94,18 @@ def test_equivalent_marks_need_a_reason_and_a_matching_fingerprint(tmp_path):
     marks = campaign.load_equivalent(path)
     assert campaign.is_marked(entry("a"), marks) and not campaign.is_marked(entry("b"), marks)
     assert campaign.load_equivalent(campaign.EQUIVALENT_FILE) is not None  # the checked-in file parses
+
+
+def test_every_equivalence_mark_names_a_current_mutant_with_its_current_diff():
+    # bug class: a stale mark (the kernel changed) silently excusing a different mutant
+    marks = campaign.load_equivalent()
+    current = {}
+    for module in mutagen.project_modules():
+        entries = mutagen.project_entries(module)
+        for m in mutagen.mutations(module):
+            for e in entries:
+                current[mutagen.generated_name(e, m, len(entries) > 1)] = m.fingerprint
+    for name, mark in marks.items():
+        assert name in current, f"{name} in equivalent.toml is not a generated mutant any more"
+        assert mark["fingerprint"] == current[name], f"{name}: diff changed; judge it again and update its fingerprint"
+        assert len(mark["reason"]) > 40

@@ -77,6 +77,11 @@ def run(args: argparse.Namespace) -> int:
                     parallel=parallel, modules=modules)
     header = environment.header(backend.describe(), seed=args.seed)
     header["max_examples"] = max_examples
+    by_name = {e.name: e for e in entries}
+    header["stale_equivalent_marks"] = sorted(
+        n for n, mark in equivalent.items()
+        if n in by_name and mark.get("fingerprint") not in (None, by_name[n].meta.get("fingerprint"))
+    )
 
     with Progress("mutate", len(runnable) + 2 * len(ops)) as progress:
         check, outcomes = campaign.run_campaign(entries, equivalent=equivalent, timeout=args.timeout, case=case,
