@@ -298,33 +298,39 @@ def run(
 
 
 def format_table(report: dict) -> str:
-    """One block per workload: median per mode, bandwidth as a share of the copy ceiling, peak memory."""
+    """One block per workload: median per mode, bandwidth as a share of the copy ceiling (or
+    TFLOP/s where the workload counts FLOP), extra peak memory."""
     lines = []
     ceiling = report.get("copy_ceiling")
     if ceiling:
         lines.append(f"device copy ceiling: {ceiling['bytes_per_s'] / 1e12:.2f} TB/s (read + write, 1 GiB copy)")
+    nan = float("nan")
     for w in report["workloads"]:
+        compute = bool(w.get("flops"))
         lines.append(f"\n{w['name']}")
-        head = f"  {'implementation':<28}"
+        head = f"  {'implementation':<34}"
         for mode in report["modes"]:
-            head += f" {mode + ' us':>20} {'TB/s':>6} {'ceil%':>6} {'+peak MiB':>10}"
+            rate = f"{'TFLOP/s':>8}" if compute else f"{'TB/s':>6} {'ceil%':>6}"
+            head += f" {mode + ' us':>20} {rate} {'+peak MiB':>10}"
         lines.append(head)
-        impls = dict.fromkeys(r["implementation"] for r in report["results"] if r["workload"] == w["name"])
-        for impl in impls:
-            line = f"  {impl:<28}"
+        rows = [r for r in report["results"] if r["workload"] == w["name"]]
+        for impl in dict.fromkeys(r["implementation"] for r in rows):
+            line = f"  {impl:<34}"
             for mode in report["modes"]:
-                r = next(x for x in report["results"] if x["workload"] == w["name"] and x["implementation"] == impl and x["mode"] == mode)
-                if "error" in r:
-                    line += f" {'error':>20} {'':>6} {'':>6} {'':>10}"
+                r = next((x for x in rows if x["implementation"] == impl and x["mode"] == mode), None)
+                if r is None or "error" in r:
+                    line += f" {'error' if r else '-':>20} {'':>{8 if compute else 13}} {'':>10}"
                     continue
-                bw = r.get("bytes_per_s")
-                frac = r.get("fraction_of_copy_ceiling")
+                if compute:
+                    rate = f"{r['flops_per_s'] / 1e12 if r.get('flops_per_s') else nan:>8.1f}"
+                else:
+                    bw, frac = r.get("bytes_per_s"), r.get("fraction_of_copy_ceiling")
+                    rate = f"{bw / 1e12 if bw else nan:>6.2f} {100 * frac if frac else nan:>6.1f}"
                 peak = r.get("extra_peak_bytes")
-                line += (f" {r['median_us']:>20.1f} {bw / 1e12 if bw else float('nan'):>6.2f}"
-                         f" {100 * frac if frac else float('nan'):>6.1f} {peak / 2**20 if peak is not None else float('nan'):>10.1f}")
+                line += f" {r['median_us']:>20.1f} {rate} {peak / 2**20 if peak is not None else nan:>10.1f}"
             lines.append(line)
-        for r in report["results"]:
-            if r["workload"] == w["name"] and "error" in r:
+        for r in rows:
+            if "error" in r:
                 lines.append(f"  error: {r['implementation']} {r['mode']}: {r['error']}")
     for note in report["notes"]:
         lines.append(f"note: {note}")
