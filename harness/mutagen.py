@@ -60,7 +60,11 @@ class SourceMutant:
 
     def build(self) -> Callable[..., Any]:
         if self._fn is None:
-            self._fn = build_module(self.module, self._source(), self.kernel, self.name)
+            try:
+                self._fn = build_module(self.module, self._source(), self.kernel, self.name)
+            except (SyntaxError, RegistryError) as exc:  # unparseable, or registers nothing to run
+                mark_incompetent(self.name, f"the mutated module does not build: {type(exc).__name__}: {exc}")
+                raise
         return self._fn
 
     def __call__(self, *args, **kwargs):

@@ -91,3 +91,11 @@ def test_catalog_has_ten_distinct_bug_classes_including_the_seeds():
     finally:
         for key in [k for k, e in REGISTRY.entries.items() if e.origin == "catalog"]:
             del REGISTRY.entries[key]
+
+
+def test_an_unparseable_mutant_is_incompetent(tmp_path, monkeypatch):
+    monkeypatch.setenv(mutagen.MARKERS_ENV, str(tmp_path))
+    fn = mutagen.SourceMutant("kernels.rmsnorm", "triton_rmsnorm", "test.unparseable", lambda: "def broken(:\n")
+    with pytest.raises(SyntaxError):
+        fn(torch.ones(2, 8), torch.ones(8), 1e-6)
+    assert "does not build" in mutagen.read_marker(tmp_path, "test.unparseable")
