@@ -49,3 +49,8 @@ def test_without_gpu_it_says_so_and_exits_2(capsys):
 
 def test_unknown_tool_is_usage_error():
     assert main(["sanitize", "--tools", "memcheck,bogus"]) == 2
+
+
+def test_summaries_of_several_processes_add_up():
+    text = "========= ERROR SUMMARY: 0 errors\n========= ERROR SUMMARY: 2 errors\n"
+    assert parse_summary("memcheck", text)["errors"] == 2

@@ -50,13 +50,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def parse_summary(tool: str, output: str) -> dict:
     """Errors and warnings from compute-sanitizer's output; ``errors`` is None when no summary was printed."""
     errors = warnings = None
-    race = RACE_SUMMARY.search(output)
-    if race:
-        errors, warnings = int(race.group(2)), int(race.group(3))
+    races = RACE_SUMMARY.findall(output)  # one summary per process the sanitizer followed: add them up
+    if races:
+        errors, warnings = sum(int(r[1]) for r in races), sum(int(r[2]) for r in races)
     else:
-        found = ERROR_SUMMARY.search(output)
+        found = ERROR_SUMMARY.findall(output)
         if found:
-            errors = int(found.group(1))
+            errors = sum(int(n) for n in found)
     findings = [l.strip() for l in output.splitlines() if FINDING.match(l.strip()) and "SUMMARY" not in l]
     return {"errors": errors, "warnings": warnings, "findings": findings[:MAX_FINDING_LINES], "findings_total": len(findings)}
 
@@ -142,13 +142,17 @@ def run(args: argparse.Namespace) -> int:
                 output = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
                 rc = None
             summary = parse_summary(tool, output)
-            clean = rc == 0 and summary["errors"] == 0
+            # a zero summary only counts if the driver reached its end (a crashed target can print one)
+            finished = "driver: done" in output
+            clean = rc == 0 and summary["errors"] == 0 and finished
             if rc is None:
                 problem = f"timed out after {args.timeout:g} s"
             elif summary["errors"] is None:
                 problem = f"no sanitizer summary in the output (exit status {rc})"
             elif rc != 0:
                 problem = f"driver exit status {rc}"
+            elif not finished:
+                problem = "the driver did not finish its cases"
             else:
                 problem = ""
             runs.append({
