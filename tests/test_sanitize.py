@@ -54,3 +54,24 @@ def test_unknown_tool_is_usage_error():
 def test_summaries_of_several_processes_add_up():
     text = "========= ERROR SUMMARY: 0 errors\n========= ERROR SUMMARY: 2 errors\n"
     assert parse_summary("memcheck", text)["errors"] == 2
+
+
+def test_whole_flow_with_a_stand_in_sanitizer(tmp_path, monkeypatch, capsys):
+    # a stand-in for compute-sanitizer: drops its own options, runs the driver, prints a summary
+    import json
+    import stat
+
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text("#!/bin/sh\nwhile [ \"$1\" != \"${1#--}\" ]; do shift 2; done\n\"$@\"\nrc=$?\n"
+                    "echo '========= ERROR SUMMARY: 0 errors'\nexit $rc\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    from harness.cli import sanitize
+
+    monkeypatch.setattr(sanitize, "_sanitizer", lambda: str(fake))
+    rc = main(["sanitize", "--tools", "memcheck", "--select", "triton_rmsnorm", "--cases", "2",
+               "--report-dir", str(tmp_path)])
+    report = json.loads((tmp_path / "sanitize.json").read_text())
+    assert rc == 0, report["runs"][0]["output_tail"]
+    (run,) = report["runs"]
+    assert run["clean"] and run["errors"] == 0 and len(run["driver_lines"]) == 3
+    assert "all kernels clean" in capsys.readouterr().out
