@@ -1,0 +1,38 @@
+"""reports.mutation_report: survivors first with their diff, equivalents apart, the score line."""
+
+import io
+
+from reports import mutation_report
+
+CASE = "rmsnorm:M=17,N=257,dtype=float16,layout=transposed,values=normal,eps=1e-06,seed=1"
+
+
+def mutant(name, status, **kw):
+    detected = status in ("killed", "timeout", "crashed")
+    return dict(op="rmsnorm", name=name, origin="generated", operator="mask_lt_to_le", location="kernels/rmsnorm.py:60",
+                diff="-    mask = cols < N\n+    mask = cols <= N", description="d", status=status, detected=detected,
+                killed_by={"check": "dx", "case_id": CASE, "repro": "r"} if detected else None, seconds=1.0, note=kw.get("note", ""))
+
+
+def test_table_lists_survivors_first_with_their_diff_and_equivalents_apart():
+    mutants = [mutant("a.killed", "killed"), mutant("b.survived", "survived"), mutant("c.equivalent", "equivalent", note="same function")]
+    header = {"backend": "interpreter", "device": "CPU", "seed": 0, "versions": {}}
+    report = mutation_report.build(header, mutants=mutants, score=0.5, min_score=1.0, sanity={}, kill_matrix={},
+                                   minimal_cases=[], seconds=3.0)
+    assert report["passed"] is False and report["counts"]["survived"] == 1 and report["origins"] == {"generated": 3}
+    out = io.StringIO()
+    mutation_report.print_mutation(report, path="x/mutation.json", file=out)
+    text = out.getvalue()
+    assert text.index("b.survived") < text.index("a.killed")
+    assert "SURVIVED rmsnorm/b.survived" in text and "+    mask = cols <= N" in text
+    assert "c.equivalent: same function" in text
+    assert "FAIL score 0.5000" in text and "dx @" in text
+
+
+def test_a_refused_campaign_says_why():
+    header = {"backend": "interpreter", "device": "CPU", "seed": 0}
+    report = mutation_report.build(header, mutants=[], score=None, min_score=1.0, sanity={}, kill_matrix={},
+                                   minimal_cases=[], seconds=1.0, refused="the unmutated kernel fails")
+    out = io.StringIO()
+    mutation_report.print_mutation(report, path="p", file=out)
+    assert report["passed"] is False and "refused to score" in out.getvalue() and "unmutated kernel fails" in out.getvalue()
