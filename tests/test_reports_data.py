@@ -93,5 +93,5 @@ def mutation_report() -> dict:
         "counts": {"survived": 1, "timeout": 1, "crashed": 0, "killed": 1, "incompetent": 0, "equivalent": 1},
         "seconds": 68.0, "mutants": mutants,
         "kill_matrix": {"divide_by_block": {"forward": killed_by["case_id"]}, "gen_sum_max_2": {"timeout": "(between cases)"}},
-        "minimal_cases": [{"case_id": killed_by["case_id"], "mutants": ["divide_by_block"], "repro": killed_by["repro"]}],
+        "minimal_cases": [{"case_id": killed_by["case_id"], "kills": ["divide_by_block"], "repro": killed_by["repro"]}],
     }
