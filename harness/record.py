@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-CHECKS_COMMON = ("inputs_unchanged", "output_meta", "contract", "repeatable", "crash")
+CHECKS_COMMON = ("inputs_unchanged", "output_meta", "contract", "repeatable", "out_of_bounds", "crash")
 
 
 @dataclasses.dataclass
