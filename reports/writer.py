@@ -19,5 +19,6 @@ def write_text(directory: str | Path, name: str, text: str) -> Path:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
     with os.fdopen(fd, "w") as f:
         f.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are meant to be read and served
     os.replace(tmp, target)
     return target
