@@ -53,7 +53,7 @@ def ordered(mutants: list[dict]) -> list[dict]:
 
 
 def print_mutation(report: dict, *, path: str, file=None) -> None:
-    console = Console(file=file or sys.stdout, width=max(110, Console().width), soft_wrap=False)
+    console = Console(file=file or sys.stdout, width=max(160, Console().width), soft_wrap=False)
     if report["refused"]:
         console.print(f"[red]mutation campaign refused to score[/]: {report['refused']}", highlight=False)
         console.print(f"report: {path}")
