@@ -48,5 +48,8 @@ def default_jobs(backend: backends.Backend, n_jobs: int) -> int:
     from harness.jobs import visible_gpus
 
     if backend.name == "cuda":
-        return max(1, min(n_jobs, 2 * max(1, len(visible_gpus()))))
+        # a worker spends most of its time on the CPU (start-up, Python, case set-up), so
+        # several share a GPU: half the cores, at least two per visible GPU
+        gpus = max(1, len(visible_gpus()))
+        return max(1, min(n_jobs, max(2 * gpus, (os.cpu_count() or 2) // 2)))
     return max(1, min(n_jobs, os.cpu_count() or 1))
