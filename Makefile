@@ -13,12 +13,16 @@ TEST_WORKERS ?= 2
 setup:
 	@scripts/setup_env.sh
 
-## verify: every registered kernel of every op, per-case report in $(REPORT)/verify.json
+## verify: the gate. verify (every kernel of every op), train-check, the mutation campaign, then the
+## rendered reports; every step runs even after a failure, and the exit status is the last failure's
 verify: setup
-	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) $(ARGS)
-	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT)
-	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) $(MUTATE_ARGS)
-	$(PY) -m harness report --report-dir $(REPORT)
+	@rc=0; \
+	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) $(ARGS) || rc=$$?; \
+	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT) || rc=$$?; \
+	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) $(MUTATE_ARGS) || rc=$$?; \
+	$(PY) -m harness report --report-dir $(REPORT) || rc=$$?; \
+	if [ $$rc -ne 0 ]; then echo "make verify: FAILED (exit $$rc); see $(REPORT)/index.html"; fi; \
+	exit $$rc
 
 ## mutants: the mutation gate (catalog, generated and plugin mutants), $(REPORT)/mutation.json
 mutants: setup

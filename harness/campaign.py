@@ -102,6 +102,13 @@ def select(op: str | None, pattern: str) -> list[KernelEntry]:
     return [e for e in REGISTRY.select(op=op, kind="mutant", pattern=pattern) if e.origin != "sanity"]
 
 
+def observable_on(entry: KernelEntry, backend: str) -> bool:
+    """A mutant whose meta names ``backends`` can only be detected there (a race needs a GPU:
+    the interpreter runs programs one after another). Elsewhere it is left out of the campaign
+    and listed apart, never counted as survived, killed or equivalent."""
+    return backend in entry.meta.get("backends", (backend,))
+
+
 def load_equivalent(path: Path = EQUIVALENT_FILE) -> dict[str, dict]:
     """name -> {reason, fingerprint[, backends]}. A mark whose fingerprint no longer matches the
     mutant's diff is ignored (the kernel changed; the judgement must be made again); a mark with

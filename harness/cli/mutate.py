@@ -65,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
             f"--select {args.select!r} matches no mutant{' of op ' + args.op if args.op else ''} "
             f"({known} registered); use a glob such as 'cat.*' or 'gen.rmsnorm_forward.*'"
         )
+    unobservable = [e for e in entries if not campaign.observable_on(e, backend.name)]
+    entries = [e for e in entries if campaign.observable_on(e, backend.name)]
+    if not entries:
+        raise UsageError(f"the selected mutants can only be detected on {unobservable[0].meta['backends']}, not on {backend.name}")
     case = Case.parse(args.case).id if args.case else None
     max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
     if case:
@@ -77,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
                     parallel=parallel, modules=modules)
     header = environment.header(backend.describe(), seed=args.seed)
     header["max_examples"] = max_examples
+    header["not_observable_here"] = [
+        {"name": e.name, "backends": list(e.meta["backends"]), "description": e.description} for e in unobservable
+    ]
     by_name = {e.name: e for e in entries}
     header["stale_equivalent_marks"] = sorted(
         n for n, mark in equivalent.items()

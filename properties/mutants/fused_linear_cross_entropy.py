@@ -210,7 +210,7 @@ class _RacyDW(torch.autograd.Function):
     description="the seed's atomics replaced by a plain load + add + store: every 16-row program adds "
     "its rows' G^T @ x into every dW tile, so programs overlap and updates are lost on a GPU; "
     "a race only a GPU shows (the interpreter runs programs one after another, so it survives there)",
-    meta={"operator": "catalog:race", "location": "properties/mutants/fused_linear_cross_entropy.py:_dw_row_block_rmw", "gpu_only": True},
+    meta={"operator": "catalog:race", "location": "properties/mutants/fused_linear_cross_entropy.py:_dw_row_block_rmw", "backends": ["cuda"]},
 )
 def dw_race_plain_rmw(x, weight, target, ignore_index=-100):
     flce.check_contract(x, weight, target, ignore_index)
