@@ -50,6 +50,11 @@ SHAPES_EDGE = [(1, 1, 1), (1, 40, 129)]  # one class (loss 0); one row, V = tile
 SHAPES_NOALIGN = [(37, 65, 257), (17, 33, 63)]  # D and V not multiples of their tiles
 SHAPES_ALIGNED = [(64, 64, 256)]  # every dimension a multiple of the tiles
 SHAPES_CHUNKED = [(96, 24, 300)]  # V >> D: the backward runs six row chunks
+SHAPES_GPU_CONCURRENCY = [
+    (4096, 64, 4096, torch.bfloat16, "ascending"),
+    (4096, 96, 1000, torch.float32, "normal"),
+    (4099, 80, 2051, torch.float16, "mixed_scale"),
+]
 SHAPE_ALL_IGNORED = (17, 33, 63)
 IGNORE_INDEX = (-100, -1, 0)
 
@@ -84,6 +89,14 @@ class FusedLinearCrossEntropySpec(OpSpec):
             n, d, v = SHAPE_ALL_IGNORED
             cases.append(self.case(n, d, v, dtype, "contiguous", "normal", "all", -100, seed=2000 + i))
             i += 1
+        if backend == "cuda":
+            # Many programs at once, only affordable on a GPU: 4096 rows make the forward's programs
+            # walk several vocabulary tiles each (the online rescale of the running sum matters:
+            # ascending logits raise the max tile after tile), and make the dW work of many row
+            # blocks overlap in time, where a missing atomic or barrier loses updates.
+            for n, d, v, dtype, kind in SHAPES_GPU_CONCURRENCY:
+                cases.append(self.case(n, d, v, dtype, "contiguous", kind, "some", -100, seed=2000 + i))
+                i += 1
         return cases
 
     def case_strategy(self, *, backend: str):
