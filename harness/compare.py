@@ -4,11 +4,12 @@
 Shape is checked before values; non-finite values must sit exactly where the expected
 tensor has them (NaN where NaN, +inf where +inf, -inf where -inf).
 
-Allowed error per element: ``atol + rtol * max(|expected|, magnitude)``. ``magnitude`` is
-optional and comes from the oracle: the size of the terms a formula subtracts or sums
-(for RMSNorm's dx, |r*u| + |x*r^3*mean(u*x)|). Where those terms cancel, no fp32 kernel can
-be closer to the result than a few ulps *of the terms*, so rtol is applied to them; where
-nothing cancels, magnitude <= |expected| and the rule is torch.allclose's.
+Allowed error per element: ``atol + rtol * |expected| + terms_rtol * magnitude``.
+``magnitude`` is optional and comes from the oracle: the size of the terms a formula
+subtracts or sums (for RMSNorm's dx, |r*u| + |x*r^3*mean(u*x)|). Where those terms cancel,
+no fp32 kernel can be closer to the result than a few fp32 ulps *of the terms*, so
+``terms_rtol`` (fp32-sized, see harness.tolerances) is applied to them on top of the output
+dtype's own rounding allowance; without a magnitude the rule is torch.allclose's.
 """
 
 from __future__ import annotations
@@ -39,16 +40,22 @@ def _fmt(v: float) -> str:
 
 
 def compare(
-    actual: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: float, magnitude: torch.Tensor | None = None
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    *,
+    atol: float,
+    rtol: float,
+    magnitude: torch.Tensor | None = None,
+    terms_rtol: float = 0.0,
 ) -> Comparison:
     """allclose with diagnostics. ``expected`` should already be rounded to the output dtype."""
     try:
-        return _compare(actual, expected, atol=atol, rtol=rtol, magnitude=magnitude)
+        return _compare(actual, expected, atol=atol, rtol=rtol, magnitude=magnitude, terms_rtol=terms_rtol)
     except Exception as exc:  # a record, never an exception: a broken output is a failed check
         return Comparison(False, atol, rtol, message=f"comparison failed: {type(exc).__name__}: {exc}")
 
 
-def _compare(actual, expected, *, atol: float, rtol: float, magnitude) -> Comparison:
+def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rtol: float) -> Comparison:
     if not isinstance(actual, torch.Tensor):
         return Comparison(False, atol, rtol, message=f"expected a tensor, got {type(actual).__name__}")
     if tuple(actual.shape) != tuple(expected.shape):
@@ -68,11 +75,10 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude) -> Compar
 
     both = e_finite & a_finite
     diff = torch.where(both, (a - e).abs(), torch.zeros_like(a))
-    scale = e.abs().where(e_finite, torch.zeros_like(e))
+    allowed = atol + rtol * e.abs().where(e_finite, torch.zeros_like(e))
     if magnitude is not None:
         m = magnitude.detach().to("cpu", torch.float64).expand_as(e)
-        scale = torch.maximum(scale, m.where(torch.isfinite(m), torch.zeros_like(m)))
-    allowed = atol + rtol * scale
+        allowed = allowed + terms_rtol * m.where(torch.isfinite(m), torch.zeros_like(m))
     bad = nonfinite_bad | (both & (diff > allowed))
     ratio = torch.where(both, diff / allowed, torch.zeros_like(diff))
     ratio = torch.where(nonfinite_bad, torch.full_like(ratio, math.inf), ratio)
@@ -98,8 +104,8 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude) -> Compar
             lines.append(f"Non-finite mismatches: {nonfinite_mismatched} (NaN/Inf where the oracle has none, or the reverse)")
         lines.append(
             f"Worst element at index {at}: got {a.reshape(-1)[flat].item():.6g}, expected {e.reshape(-1)[flat].item():.6g} "
-            f"(allowed {allowed.reshape(-1)[flat].item():.3g} = {atol:g} + {rtol:g} * "
-            f"{'max(|expected|, term magnitude)' if magnitude is not None else '|expected|'})"
+            f"(allowed {allowed.reshape(-1)[flat].item():.3g} = {atol:g} + {rtol:g} * |expected|"
+            f"{f' + {terms_rtol:g} * term magnitude' if magnitude is not None else ''})"
         )
         lines.append(f"Greatest absolute difference: {_fmt(max_abs)} (up to {atol:g} allowed)")
         lines.append(f"Greatest relative difference: {_fmt(max_rel)} (up to {rtol:g} allowed)")

@@ -63,9 +63,17 @@ def test_non_tensor_is_a_failed_record():
 def test_magnitude_widens_only_where_terms_cancel():
     expected = t([1e-3, 5.0])
     magnitude = t([1e4, 1.0])  # first element: two terms of 1e4 cancelled down to 1e-3
-    actual = t([1e-3 + 0.5, 5.0 + 0.01])
-    c = compare(actual, expected, atol=1e-5, rtol=1e-4, magnitude=magnitude)
-    assert c.mismatched == 1 and c.worst_index == [1]  # 0.5 <= 1e-4 * 1e4 + 1e-5; 0.01 > 5e-4
+    actual = t([1e-3 + 0.05, 5.0 + 0.01])
+    c = compare(actual, expected, atol=1e-5, rtol=1e-4, magnitude=magnitude, terms_rtol=1e-5)
+    # 0.05 <= 1e-5 + 1e-4 * 1e-3 + 1e-5 * 1e4 = 0.1; 0.01 > 1e-5 + 5e-4 + 1e-5
+    assert c.mismatched == 1 and c.worst_index == [1]
+
+
+def test_magnitude_term_uses_terms_rtol_not_the_output_rtol():
+    # a sum of terms of total size 1000 whose result is 10: one lost term of 4 must fail even
+    # with bf16's rtol, because the terms were summed in fp32
+    c = compare(t([14.0]), t([10.0]), atol=1.6e-2, rtol=1.6e-2, magnitude=t([1000.0]), terms_rtol=1e-5)
+    assert not c.passed
 
 
 def test_bitwise_equal_counts_differences_and_treats_nan_bits_as_equal():
