@@ -32,10 +32,7 @@ def _liger():
     try:
         from liger_kernel.ops.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyFunction
     except Exception as exc:  # not installed, or built for another triton: the column is skipped
-        return Unavailable(
-            f"liger_kernel not importable ({type(exc).__name__}: {exc}); "
-            "pip install --no-deps liger-kernel==0.8.5 (pure Python)"
-        )
+        return Unavailable.liger(exc)
 
     def liger(x, weight, target, ignore_index=IGNORE_INDEX):
         # positional (input, weight, target, bias, ce_weight, ignore_index); newer versions

@@ -62,10 +62,7 @@ def _liger():
     try:
         from liger_kernel.ops.rms_norm import LigerRMSNormFunction
     except Exception as exc:  # not installed, or built for another triton: the column is skipped
-        return Unavailable(
-            f"liger_kernel not importable ({type(exc).__name__}: {exc}); "
-            "pip install --no-deps liger-kernel==0.8.5 (pure Python)"
-        )
+        return Unavailable.liger(exc)
 
     def liger(x, gamma, eps):
         # Liger 0.8.5: forward(ctx, X, W, eps, offset=0.0, casting_mode="llama", in_place=True, row_mode=None);

@@ -86,6 +86,14 @@ class Workload:
 class Unavailable:
     reason: str  # what is missing and how to get it
 
+    @classmethod
+    def liger(cls, exc: BaseException) -> "Unavailable":
+        """Liger-Kernel could not be imported (not installed, or built for another triton)."""
+        return cls(
+            f"liger_kernel not importable ({type(exc).__name__}: {exc}); "
+            "pip install --no-deps liger-kernel==0.8.5 (pure Python)"
+        )
+
 
 class CudaClock:
     """CUDA events around a block of calls; ``stop`` waits for the GPU and returns seconds."""

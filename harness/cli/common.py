@@ -21,6 +21,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_backend_and_report_dir(p: argparse.ArgumentParser, *, writes: str) -> None:
+    """--backend and --report-dir, for the subcommands that run one fixed job."""
+    p.add_argument("--backend", default="auto", help="auto|cuda|interpreter (default: auto)")
+    p.add_argument("--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR",
+                   help=f"where {writes} goes (default: {DEFAULT_REPORT_DIR})")
+
+
 def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--op", help="only this op (default: every op)")
     p.add_argument("--select", default="*", metavar="GLOB", help="glob on kernel names (default: *)")

@@ -11,9 +11,7 @@ HELP = "show the BLOCK-instead-of-N mutant passing at N=256 and failing at N=257
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default="auto", help="auto|cuda|interpreter (default: auto)")
-    p.add_argument("--report-dir", default=common.DEFAULT_REPORT_DIR, metavar="DIR",
-                   help=f"where exercise.json goes (default: {common.DEFAULT_REPORT_DIR})")
+    common.add_backend_and_report_dir(p, writes="exercise.json")
 
 
 def run(args: argparse.Namespace) -> int:

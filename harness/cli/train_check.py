@@ -11,9 +11,7 @@ HELP = "train Linear -> RMSNorm -> SiLU -> Linear with the oracle and with the k
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default="auto", help="auto|cuda|interpreter (default: auto)")
-    p.add_argument("--report-dir", default=common.DEFAULT_REPORT_DIR, metavar="DIR",
-                   help=f"where train_check.json goes (default: {common.DEFAULT_REPORT_DIR})")
+    common.add_backend_and_report_dir(p, writes="train_check.json")
     p.add_argument("--seed", type=common.positive_int, default=0, metavar="N", help="data and weight seed (default: 0)")
     p.add_argument("--seed-dims", action="store_true",
                    help="use the seed's dimensions (in_features 128) on the interpreter too (slower)")
