@@ -78,6 +78,19 @@ def visible_gpus() -> list[str]:
         return []
 
 
+def worker_env(job: Job, slot: int, gpus: list[str], base) -> dict:
+    """The environment of the worker in ``slot``: the interpreter flag, or on CUDA one GPU per
+    slot, round-robin over the visible GPUs (slots beyond the GPU count share them)."""
+    env = dict(base)
+    if job.backend == "interpreter":
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+    return env
+
+
 class _Running:
     def __init__(self, job: Job, slot: int, workdir: Path, env: dict):
         self.job, self.slot = job, slot
@@ -171,14 +184,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
             for slot in range(max(1, parallel)):
                 if slot not in running and pending:
                     index, job = pending.pop(0)
-                    env = dict(os.environ)
-                    if job.backend == "interpreter":
-                        env["TRITON_INTERPRET"] = "1"
-                    else:
-                        env.pop("TRITON_INTERPRET", None)
-                        if gpus:
-                            env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
-                    running[slot] = (index, _Running(job, slot, workdir, env))
+                    running[slot] = (index, _Running(job, slot, workdir, worker_env(job, slot, gpus, os.environ)))
             time.sleep(0.05)
             for slot, (index, run) in list(running.items()):
                 before = run.cases_run
