@@ -6,17 +6,12 @@ Variants of the project's RMSNorm launch parameters, seed protocol, one run."""
 import sys, itertools
 sys.path.insert(0, '.')
 import torch, triton
+from harness.benchmark import SEED_PROTOCOL, CudaClock, summarize, time_calls
 import kernels.rmsnorm as K
 
-def med(fn, n=20):
-    for _ in range(20): fn()
-    torch.cuda.synchronize(); s=[]
-    for _ in range(50):
-        a=torch.cuda.Event(enable_timing=True); b=torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(n): fn()
-        b.record(); torch.cuda.synchronize(); s.append(a.elapsed_time(b)*1000/n)
-    s.sort(); return s[25]
+def med(fn):
+    """Median microseconds per call, the seed protocol (harness.benchmark)."""
+    return summarize(time_calls(fn, SEED_PROTOCOL, CudaClock()))["median_us"]
 
 orig_w, orig_p = K._num_warps, K._programs_for
 sms = torch.cuda.get_device_properties(0).multi_processor_count

@@ -6,6 +6,7 @@ Candidate RMSNorm kernels (2-D row tiles) vs the current ones; correctness vs fl
 import sys, cProfile, pstats, io
 sys.path.insert(0, '.')
 import torch, triton, triton.language as tl
+from harness.benchmark import SEED_PROTOCOL, CudaClock, summarize, time_calls
 import kernels.rmsnorm as K
 from oracles.rmsnorm import rmsnorm_reference, rmsnorm_backward
 
@@ -45,15 +46,9 @@ def bwd_tile(X, G, DY, RSTD, DX, PARTIAL, M, N, stride_xm, stride_xn, stride_g, 
         acc += dy * x * rstd[:, None]
     tl.store(PARTIAL + pid.to(tl.int64) * N + cols, tl.sum(acc, axis=0), mask=cmask)
 
-def med(fn, n=20):
-    for _ in range(20): fn()
-    torch.cuda.synchronize(); s=[]
-    for _ in range(50):
-        a=torch.cuda.Event(enable_timing=True); b=torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(n): fn()
-        b.record(); torch.cuda.synchronize(); s.append(a.elapsed_time(b)*1000/n)
-    s.sort(); return s[25]
+def med(fn):
+    """Median microseconds per call, the seed protocol (harness.benchmark)."""
+    return summarize(time_calls(fn, SEED_PROTOCOL, CudaClock()))["median_us"]
 
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 for (M,N,dt) in [(32768,4096,torch.bfloat16),(128,257,torch.float32),(4096, 8192, torch.bfloat16)]:
