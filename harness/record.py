@@ -34,6 +34,7 @@ class CaseRecord:
     message: str = ""
     phase: str = "floor"  # floor | generated | shrunk | explicit
     seconds: float | None = None
+    timing: dict | None = None  # first record of a case: seconds in kernel calls, oracle, checks
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -62,6 +62,28 @@ class CaseRun:
         return all(r.passed for r in self.records)
 
 
+class _Phases:
+    """Seconds spent per phase of one case: the kernel's calls (first-launch compilation
+    included), the oracle, the harness's checks. On CUDA the kernel phase ends with a
+    synchronize, so asynchronous launches are not billed to the next phase."""
+
+    def __init__(self, device: torch.device):
+        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        self.seconds = {"kernel": 0.0, "oracle": 0.0, "checks": 0.0}
+        self._phase, self._since = "checks", time.perf_counter()
+
+    def enter(self, phase: str) -> None:
+        if self._phase == "kernel":
+            self.sync()
+        now = time.perf_counter()
+        self.seconds[self._phase] += now - self._since
+        self._phase, self._since = phase, now
+
+    def done(self) -> dict[str, float]:
+        self.enter("checks")
+        return {k: round(v, 4) for k, v in self.seconds.items()}
+
+
 def _poison_allocator(device: torch.device, nbytes: int) -> None:
     """Fill memory the caching allocator will hand out next with NaN bytes (0xFF), so an
     output element a kernel forgets to write reads as NaN instead of a lucky zero."""
@@ -113,15 +135,18 @@ def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, devi
         return run
 
     started = time.perf_counter()
+    phases = _Phases(dev)
     snap = checks.Snapshot(named)
     fwd_name = spec.check_name(spec.forward_check, case)
     try:
         _poison_allocator(dev, nbytes)
+        phases.enter("kernel")
         leaves, out = _call(entry.fn, inputs.args, inputs.grad_wrt)
     except Exception as exc:
         if not _out_of_bounds(run, exc):
             run.add(fwd_name, False, f"in-contract input, but the kernel raised {type(exc).__name__}: {exc}")
         return run
+    phases.enter("checks")
     run.add("inputs_unchanged", *checks.inputs_unchanged(snap, "forward"))
 
     grads: tuple = ()
@@ -129,15 +154,19 @@ def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, devi
     if inputs.grad_wrt:
         try:
             _poison_allocator(dev, nbytes)
+            phases.enter("kernel")
             grads = _grads(out, leaves, inputs.grad_wrt, inputs.upstream)
         except Exception as exc:
             if _out_of_bounds(run, exc):
                 return run
             grad_error = f"backward raised {type(exc).__name__}: {exc}"
         else:
+            phases.enter("checks")
             run.add("inputs_unchanged", *checks.inputs_unchanged(snap, "backward"))
 
+    phases.enter("oracle")
     expected = spec.oracle(inputs)
+    phases.enter("checks")
     fwd_meta = spec.forward_meta(inputs)
     metas = [(fwd_name, out, fwd_meta)]
     for pos, name, g in zip(inputs.grad_wrt, spec.grad_checks, grads or [None] * len(inputs.grad_wrt)):
@@ -164,16 +193,21 @@ def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, devi
 
     if run.passed:
         try:
+            phases.enter("kernel")
             leaves2, out2 = _call(entry.fn, inputs.args, inputs.grad_wrt if grads else ())
             grads2 = _grads(out2, leaves2, inputs.grad_wrt, inputs.upstream) if grads else ()
         except Exception as exc:
             run.add("repeatable", False, f"second run raised {type(exc).__name__}: {exc}")
         else:
+            phases.enter("checks")
             names = [m[0] for m in metas]
             ok, msg = checks.repeatable([out, *grads], [out2, *grads2], names)
             if not ok and not entry.contract.deterministic:
                 ok, msg = True, msg + " (allowed: the contract declares the kernel nondeterministic)"
             run.add("repeatable", ok, msg)
+    timing = phases.done()
     for r in run.records:
         r.seconds = round(time.perf_counter() - started, 4)
+    if run.records:
+        run.records[0].timing = timing
     return run

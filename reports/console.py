@@ -26,6 +26,15 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
         verdict = "[green]PASS[/]" if k["passed"] else f"[red]FAIL[/] ({k['status']})" if k["status"] != "ok" else "[red]FAIL[/]"
         table.add_row(k["op"], k["name"], verdict, str(k["cases"]), str(k["failed"]), failed_checks, _fmt(k["worst_err_ratio"]))
     console.print(table)
+    for k in report["kernels"]:
+        t = k.get("time_breakdown") or {}
+        if t:
+            console.print(
+                f"time {k['name']}: kernel calls {t.get('kernel_s', 0):.1f} s (compilation included), "
+                f"oracle {t.get('oracle_s', 0):.1f} s, checks {t.get('checks_s', 0):.1f} s, "
+                f"start-up and case generation {t.get('other_s', 0):.1f} s",
+                highlight=False,
+            )
 
     failures = [r for r in report["cases"] if not r["passed"]]
     for r in failures[:MAX_FAILURES_SHOWN]:

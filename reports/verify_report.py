@@ -21,6 +21,14 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
         entry = checks.setdefault(check, {"passed": 0, "failed": 0})
         entry["passed" if passed else "failed"] += count
     worst = max((r.get("err_ratio") or 0.0 for r in records if r.get("err_ratio") is not None), default=None)
+    phases = {"kernel": 0.0, "oracle": 0.0, "checks": 0.0}
+    for r in records:
+        for phase, seconds in (r.get("timing") or {}).items():
+            phases[phase] = phases.get(phase, 0.0) + seconds
+    wall = extra.get("seconds")
+    time_breakdown = {f"{k}_s": round(v, 3) for k, v in phases.items()}
+    if wall is not None:  # worker start-up, imports, case generation, hypothesis
+        time_breakdown["other_s"] = round(max(0.0, wall - sum(phases.values())), 3)
     return {
         "op": op,
         "name": name,
@@ -30,6 +38,7 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
         "status": status,
         "checks": checks,
         "worst_err_ratio": worst,
+        "time_breakdown": time_breakdown,
         **extra,
     }
 

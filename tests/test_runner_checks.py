@@ -194,3 +194,29 @@ def test_records_carry_the_report_fields():
         assert field in rec
     assert rec["shape"] == [[17, 257], [257]] and rec["atol"] == 1e-5 and rec["rtol"] == 1e-4
     assert rec["repro"].startswith("python -m harness verify --op rmsnorm --select good --case rmsnorm:M=17")
+
+
+def test_first_record_of_a_case_carries_the_time_per_phase():
+    import time as _time
+
+    def slow(x, g, eps):
+        _time.sleep(0.05)
+        return good(x, g, eps)
+
+    _, r = run(slow)
+    timing = r.records[0].timing
+    assert set(timing) == {"kernel", "oracle", "checks"}
+    assert timing["kernel"] >= 0.1  # the forward and its repeat each sleep 0.05 s
+    assert all(rec.timing is None for rec in r.records[1:])
+
+
+def test_kernel_summary_adds_up_the_phases():
+    from reports.verify_report import kernel_summary
+
+    records = [
+        {"case_id": "a", "check": "forward", "passed": True, "timing": {"kernel": 1.0, "oracle": 0.5, "checks": 0.25}},
+        {"case_id": "a", "check": "dx", "passed": True},
+        {"case_id": "b", "check": "forward", "passed": True, "timing": {"kernel": 2.0, "oracle": 0.5, "checks": 0.25}},
+    ]
+    s = kernel_summary("rmsnorm", "k", records, seconds=5.0)
+    assert s["time_breakdown"] == {"kernel_s": 3.0, "oracle_s": 1.0, "checks_s": 0.5, "other_s": 0.5}
