@@ -1,9 +1,10 @@
-"""A mutation campaign: sanity first, then every selected mutant in its own worker, then a score.
+"""A mutation campaign: sanity first, then every selected mutant in a worker process, then a score.
 
 Order (as mutmut does): the unmutated kernels must pass the suite and a forced failure must
 fail it, else nothing is scored. Each mutant then runs the same properties as ``verify``
-(``stop_at_first_failure``, no shrinking) in a worker process whose time limit is derived
-from the clean run. Outcomes are one Enum; ``detected`` = killed, timeout or crashed.
+(``stop_at_first_failure``, no shrinking) in a worker process, with a time limit derived
+from the clean run; a healthy worker runs mutant after mutant (``reuse``), a crashed, hung or
+CUDA-poisoned one is replaced (harness.jobs). Outcomes are one Enum; ``detected`` = killed, timeout or crashed.
 
     score = detected / (total - incompetent - equivalent)
 """
@@ -207,7 +208,7 @@ def sanity(ops: list[str], *, backend: str, seed: int, max_examples: int, plugin
 
 def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_examples: int, plugins, parallel: int,
                  modules, equivalent: dict[str, dict], timeout: float | None = None, case: str | None = None,
-                 on_event: Callable[[Event], None] | None = None) -> tuple[Sanity, list[Outcome]]:
+                 on_event: Callable[[Event], None] | None = None, reuse: bool = True) -> tuple[Sanity, list[Outcome]]:
     """Sanity and mutants in one pool: the clean run goes first and mutants fill the other slots.
 
     Each mutant's limit is ``timeout`` if given, else TIMEOUT_FACTOR x its op's clean run + margin;
@@ -245,7 +246,7 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
         previous = os.environ.get(mutagen.MARKERS_ENV)
         os.environ[mutagen.MARKERS_ENV] = markers
         try:
-            results = run_jobs(checks + mutant_jobs, parallel=parallel, on_event=events)
+            results = run_jobs(checks + mutant_jobs, parallel=parallel, on_event=events, reuse=reuse)
             for e, r in zip(to_run, results[len(checks):]):
                 outcomes[e.name] = classify(e, r, Path(markers))
         finally:

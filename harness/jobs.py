@@ -1,9 +1,11 @@
-"""Isolation: each kernel's (or mutant's) suite runs in its own worker process.
+"""Isolation: kernels' (and mutants') suites run in worker processes, never in the parent.
 
 A worker that segfaults, aborts or hangs cannot take the campaign down: the parent records
-``crash`` or ``timeout`` against the case the worker had started, and carries on. Workers
-stream JSON lines (case started, record) to a file, so nothing already found is lost.
-On CUDA, worker slots are spread over the visible GPUs (CUDA_VISIBLE_DEVICES per worker).
+``crash`` or ``timeout`` against the job and the case the worker had started, kills the
+worker and carries on with a fresh one. Workers stream JSON lines (case started, record) to
+a file, so nothing already found is lost. A healthy worker takes job after job (start-up,
+imports and the CUDA context are paid once per worker, not once per mutant). On CUDA,
+worker slots are spread over the visible GPUs (CUDA_VISIBLE_DEVICES per worker).
 """
 
 from __future__ import annotations
@@ -37,10 +39,13 @@ class Job:
     stop_at_first_failure: bool = False
     timeout: float = 1800.0
     extra_modules: tuple[str, ...] = ()  # modules that register more entries (e.g. generated mutants)
+    shard: int = 0  # this job runs the cases of shard ``shard`` of ``shards`` (harness.suite)
+    shards: int = 1
 
     @property
     def label(self) -> str:
-        return f"{self.op}/{self.kernel}"
+        part = f" [{self.shard + 1}/{self.shards}]" if self.shards > 1 else ""
+        return f"{self.op}/{self.kernel}{part}"
 
 
 @dataclasses.dataclass
@@ -51,6 +56,7 @@ class JobResult:
     cases_run: int
     seconds: float
     log_tail: str = ""
+    pid: int = 0  # the worker process that ran it (a healthy worker runs many jobs)
 
     @property
     def passed(self) -> bool:
@@ -91,27 +97,56 @@ def worker_env(job: Job, slot: int, gpus: list[str], base) -> dict:
     return env
 
 
-class _Running:
-    def __init__(self, job: Job, slot: int, workdir: Path, env: dict):
-        self.job, self.slot = job, slot
-        self.out = workdir / f"job{id(job)}.jsonl"
-        self.log = workdir / f"job{id(job)}.log"
-        spec = workdir / f"job{id(job)}.json"
-        spec.write_text(json.dumps(dataclasses.asdict(job)))
-        self.started = time.monotonic()
+class _Worker:
+    """A worker process that runs the jobs it is handed one after another (same backend,
+    plugins and modules: the ``key``), so torch, the CUDA context and the registry are set up
+    once per worker instead of once per mutant. After each job the worker checks its own
+    health (on CUDA: a synchronise and a tiny computation); a worker whose device is in an
+    error state says ``retire`` and exits, and the next job gets a fresh process. A crash or
+    a hang kills only the worker and is recorded against the job it was running."""
+
+    def __init__(self, slot: int, key: tuple, workdir: Path, env: dict, serial: int):
+        self.slot, self.key = slot, key
+        self.out = workdir / f"worker{serial}.jsonl"
+        self.log = workdir / f"worker{serial}.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.worker", str(spec), str(self.out)],
+            [sys.executable, "-m", "harness.worker", "--serve", str(self.out)],
             cwd=ROOT,
             env=env,
+            stdin=subprocess.PIPE,
             stdout=self.log.open("wb"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            text=True,
         )
         self.offset = 0
+        self.index: int | None = None
+        self.job: Job | None = None
+        self.retired = False
+        self.jobs_done = 0
+
+    @property
+    def idle(self) -> bool:
+        return self.job is None
+
+    def usable_for(self, key: tuple) -> bool:
+        return self.idle and not self.retired and key == self.key and self.proc.poll() is None
+
+    def assign(self, index: int, job: Job) -> bool:
+        """Hand ``job`` to the worker; False if the worker is gone (the caller starts another)."""
+        self.index, self.job = index, job
         self.records: list[CaseRecord] = []
         self.cases_run = 0
         self.current: str | None = None
         self.done = False
+        self.started = time.monotonic()
+        self.log_start = self.log.stat().st_size if self.log.exists() else 0
+        try:
+            self.proc.stdin.write(json.dumps({"index": index, "job": dataclasses.asdict(job)}) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return False
+        return True
 
     def read(self) -> bool:
         """Consume new lines; return True if anything new arrived."""
@@ -124,6 +159,10 @@ class _Running:
         self.offset += len(complete.encode())
         for line in filter(None, complete.split("\n")):
             event = json.loads(line)
+            if event["event"] == "retire":
+                self.retired = True
+            if event.get("job") != self.index or self.job is None:
+                continue
             if event["event"] == "start":
                 self.current = event["case_id"]
             elif event["event"] == "record":
@@ -135,22 +174,44 @@ class _Running:
                 self.done = True
         return bool(complete)
 
+    def release(self) -> None:
+        self.index, self.job = None, None
+        self.jobs_done += 1
+
+    def close(self) -> None:
+        """Let an idle worker finish (end of its input), killing it if it does not."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
     def kill(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self.proc.wait()
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
 
     def log_tail(self, lines: int = 15) -> str:
+        """The last lines the worker printed while running its current job."""
         try:
-            text = self.log.read_text(errors="replace").strip().splitlines()
+            with self.log.open("rb") as f:
+                f.seek(self.log_start)
+                text = f.read().decode(errors="replace").strip().splitlines()
         except OSError:
             return ""
         return "\n".join(text[-lines:])
 
 
-def _failure_record(run: _Running, check: str, message: str) -> CaseRecord:
+def _failure_record(run: _Worker, check: str, message: str) -> CaseRecord:
     job = run.job
     case_id = run.current or "(between cases)"
     repro = ""
@@ -172,48 +233,84 @@ def _describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
-def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None] | None = None) -> list[JobResult]:
-    """Run every job in a worker process, at most ``parallel`` at a time; results in job order."""
+def _key(job: Job) -> tuple:
+    """Jobs with one key can share a worker: the same backend, plugins and extra modules."""
+    return (job.backend, job.plugins, job.extra_modules)
+
+
+def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None] | None = None,
+             reuse: bool = True) -> list[JobResult]:
+    """Run every job in a worker process, at most ``parallel`` at a time; results in job order.
+
+    With ``reuse`` a worker runs job after job while it stays healthy (see ``_Worker``);
+    without it every job gets a fresh process."""
     gpus = visible_gpus() if any(j.backend == "cuda" for j in jobs) else []
     pending = list(enumerate(jobs))
-    running: dict[int, tuple[int, _Running]] = {}  # slot -> (index, run)
+    workers: dict[int, _Worker] = {}  # slot -> worker (idle or running a job)
     results: dict[int, JobResult] = {}
+    serial = 0
     with tempfile.TemporaryDirectory(prefix="harness-jobs-") as tmp:
         workdir = Path(tmp)
-        while pending or running:
-            for slot in range(max(1, parallel)):
-                if slot not in running and pending:
+        try:
+            while pending or any(not w.idle for w in workers.values()):
+                for slot in range(max(1, parallel)):
+                    worker = workers.get(slot)
+                    if not pending or (worker is not None and not worker.idle):
+                        continue
                     index, job = pending.pop(0)
-                    running[slot] = (index, _Running(job, slot, workdir, worker_env(job, slot, gpus, os.environ)))
-            time.sleep(0.05)
-            for slot, (index, run) in list(running.items()):
-                before = run.cases_run
-                run.read()
-                if on_event and run.cases_run != before:
-                    failed = sum(not r.passed for r in run.records)
-                    on_event(Event(run.job, "case", run.cases_run, failed, run.current))
-                code = run.proc.poll()
-                elapsed = time.monotonic() - run.started
-                if code is None and elapsed <= run.job.timeout:
-                    continue
-                if code is None:
-                    run.kill()
+                    while True:
+                        if worker is None or not reuse or not worker.usable_for(_key(job)):
+                            if worker is not None:
+                                worker.close()
+                            serial += 1
+                            worker = workers[slot] = _Worker(slot, _key(job), workdir, worker_env(job, slot, gpus, os.environ), serial)
+                        if worker.assign(index, job):
+                            break
+                        worker.kill()  # it died between jobs: start another for this one
+                        worker = None
+                time.sleep(0.05)
+                for slot, run in list(workers.items()):
+                    if run.idle:
+                        continue
+                    before = run.cases_run
                     run.read()
-                    status = "timeout"
-                    run.records.append(
-                        _failure_record(run, "timeout", f"no result after {run.job.timeout:.0f} s: the worker was killed (hang?)")
-                    )
-                else:
-                    run.read()
-                    status = "ok" if code == 0 and run.done else "crashed"
-                    if status == "crashed":
-                        tail = run.log_tail()
+                    if on_event and run.cases_run != before:
+                        failed = sum(not r.passed for r in run.records)
+                        on_event(Event(run.job, "case", run.cases_run, failed, run.current))
+                    code = run.proc.poll()
+                    elapsed = time.monotonic() - run.started
+                    if not run.done and code is None and elapsed <= run.job.timeout:
+                        continue
+                    if run.done:
+                        status = "ok"
+                    elif code is None:
+                        run.kill()
+                        run.read()
+                        status = "timeout"
                         run.records.append(
-                            _failure_record(run, "crash", f"the worker process {_describe_exit(code)}" + (f":\n{tail}" if tail else ""))
+                            _failure_record(run, "timeout", f"no result after {run.job.timeout:.0f} s: the worker was killed (hang?)")
                         )
-                results[index] = JobResult(run.job, status, run.records, run.cases_run, round(elapsed, 3), run.log_tail())
-                del running[slot]
-                if on_event:
-                    failed = sum(not r.passed for r in run.records)
-                    on_event(Event(run.job, "done", run.cases_run, failed, None))
+                    else:
+                        run.read()
+                        status = "ok" if run.done else "crashed"
+                        if status == "crashed":
+                            tail = run.log_tail()
+                            run.records.append(
+                                _failure_record(run, "crash", f"the worker process {_describe_exit(code)}" + (f":\n{tail}" if tail else ""))
+                            )
+                    job, index = run.job, run.index
+                    results[index] = JobResult(job, status, run.records, run.cases_run, round(elapsed, 3), run.log_tail(), run.proc.pid)
+                    run.release()
+                    if status != "ok":
+                        run.kill()  # already dead, or hung: nothing of it is reused
+                        del workers[slot]
+                    elif run.retired or not reuse:
+                        run.close()
+                        del workers[slot]
+                    if on_event:
+                        failed = sum(not r.passed for r in results[index].records)
+                        on_event(Event(job, "done", results[index].cases_run, failed, None))
+        finally:
+            for worker in workers.values():
+                worker.close() if worker.idle else worker.kill()
     return [results[i] for i in range(len(jobs))]

@@ -3,10 +3,17 @@
 A failing generated case is shrunk by hypothesis; the records keep the first failure and the
 shrunk one (phase ``shrunk``). ``stop_at_first_failure`` (the mutation campaign) skips
 everything after the first failed check.
+
+Sharding (``shard=(i, k)``) splits one kernel's suite over k workers without changing which
+cases make up the suite: shard i runs the floor cases whose position is i mod k and the
+generated cases whose id hashes to i mod k. Every shard draws the same hypothesis sequence
+(same seed) and treats the others' cases as passed, so the union of the shards is the case
+set of an unsharded run. A shard that finds a failure shrinks it itself.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Callable
 
@@ -40,8 +47,12 @@ def run_suite(
     stop_at_first_failure: bool = False,
     progress: Progress | None = None,
     on_start: Callable[[Case], None] | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> list[CaseRecord]:
     records: list[CaseRecord] = []
+    index, count = shard
+    if not 0 <= index < count:
+        raise ValueError(f"shard {index} of {count} does not exist")
 
     def one(case: Case, phase: str) -> CaseRun:
         if on_start:
@@ -54,7 +65,9 @@ def run_suite(
     if only_case is not None:
         return one(only_case, "explicit").records
 
-    for case in spec.floor_cases(backend=backend):
+    for position, case in enumerate(spec.floor_cases(backend=backend)):
+        if position % count != index:
+            continue
         run = one(case, "floor")
         records += run.records
         if stop_at_first_failure and not run.passed:
@@ -62,11 +75,19 @@ def run_suite(
 
     if max_examples <= 0:
         return records
-    records += _generated(spec, one, backend=backend, seed=seed, max_examples=max_examples, shrink=not stop_at_first_failure)
+    mine = (lambda case: True) if count == 1 else (lambda case: shard_of(case, count) == index)
+    records += _generated(spec, one, backend=backend, seed=seed, max_examples=max_examples, shrink=not stop_at_first_failure,
+                          mine=mine)
     return records
 
 
-def _generated(spec: OpSpec, one, *, backend: str, seed: int, max_examples: int, shrink: bool) -> list[CaseRecord]:
+def shard_of(case: Case, count: int) -> int:
+    """The shard a generated case belongs to: a stable hash of its id (not Python's hash())."""
+    return int(hashlib.sha1(case.id.encode()).hexdigest()[:8], 16) % count
+
+
+def _generated(spec: OpSpec, one, *, backend: str, seed: int, max_examples: int, shrink: bool,
+               mine: Callable[[Case], bool]) -> list[CaseRecord]:
     kept: list[CaseRecord] = []
     state = {"first_failure_at": None, "best": None}  # best: (case id, records) of the smallest failure
 
@@ -77,6 +98,8 @@ def _generated(spec: OpSpec, one, *, backend: str, seed: int, max_examples: int,
     def _fails(case: Case) -> bool:
         failing_since = state["first_failure_at"]
         if failing_since is None:
+            if not mine(case):
+                return False  # another shard runs it
             run = one(case, "generated")
             kept.extend(run.records)
             if not run.passed:

@@ -24,3 +24,40 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     assert visible_gpus() == ["2", "5"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert visible_gpus() == []
+
+
+# --- the pool: worker reuse, crash isolation, sharding ------------------------------------------
+
+from harness.jobs import run_jobs  # noqa: E402
+
+PLUGIN = "tests/fixtures/mutation_plugin.py"
+SMALL = "rmsnorm:M=3,N=33,dtype=float32,layout=contiguous,values=normal,eps=1e-06,seed=5"
+
+
+def small(kernel, **kw):
+    return Job(op="rmsnorm", kernel=kernel, backend="interpreter", seed=0, max_examples=0, plugins=(PLUGIN,),
+               case=SMALL, timeout=kw.pop("timeout", 120.0), **kw)
+
+
+def test_a_healthy_worker_runs_job_after_job_and_a_crash_costs_only_its_worker():
+    jobs = [small("triton_rmsnorm"), small("plugin.scaled"), small("plugin.segfaults"), small("triton_rmsnorm")]
+    results = run_jobs(jobs, parallel=1)
+    assert [r.status for r in results] == ["ok", "ok", "crashed", "ok"]
+    assert [r.passed for r in results] == [True, False, False, True]
+    first, scaled, crashed, after = results
+    assert first.pid == scaled.pid == crashed.pid  # one process for the first three jobs
+    assert after.pid != crashed.pid  # the crash took its worker down; the next job got a fresh one
+    assert crashed.records[-1].check == "crash" and "SIGSEGV" in crashed.records[-1].message
+    assert crashed.records[-1].case_id == SMALL  # recorded against the case it was running
+    assert scaled.records and all(r.case_id == SMALL for r in scaled.records)  # no records leak across jobs
+
+
+def test_without_reuse_every_job_gets_its_own_process():
+    results = run_jobs([small("triton_rmsnorm"), small("triton_rmsnorm")], parallel=1, reuse=False)
+    assert all(r.status == "ok" for r in results) and results[0].pid != results[1].pid
+
+
+def test_a_hang_is_killed_at_its_limit_and_the_next_job_still_runs():
+    results = run_jobs([small("plugin.hangs", timeout=8.0), small("triton_rmsnorm")], parallel=1)
+    assert [r.status for r in results] == ["timeout", "ok"]
+    assert results[0].records[-1].check == "timeout" and results[1].pid != results[0].pid

@@ -51,12 +51,16 @@ def prepare(args: argparse.Namespace) -> backends.Backend:
     return backend
 
 
-def default_jobs(backend: backends.Backend, n_jobs: int) -> int:
+def default_jobs(backend: backends.Backend, n_jobs: int, *, shardable: bool = False) -> int:
+    """Worker processes: at most one per job, unless the jobs can be sharded (verify) and the
+    slots beyond one per job split them."""
     from harness.jobs import visible_gpus
 
     if backend.name == "cuda":
-        # a worker spends most of its time on the CPU (start-up, Python, case set-up), so
-        # several share a GPU: half the cores, at least two per visible GPU
+        # a worker spends most of its time on the CPU (start-up, Python, compilation, case
+        # set-up), so several share a GPU: half the cores, at least two per visible GPU
         gpus = max(1, len(visible_gpus()))
-        return max(1, min(n_jobs, max(2 * gpus, (os.cpu_count() or 2) // 2)))
-    return max(1, min(n_jobs, os.cpu_count() or 1))
+        slots = max(2 * gpus, (os.cpu_count() or 2) // 2)
+    else:
+        slots = os.cpu_count() or 1
+    return max(1, slots if shardable else min(n_jobs, slots))

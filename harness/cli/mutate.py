@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-score", type=fraction, default=1.0, metavar="FRACTION",
                    help="exit 1 if the mutation score is below this (default: 1.0)")
     p.add_argument("--case", metavar="CASE_ID", help="run only this case (the repro of a kill)")
+    p.add_argument("--isolate", action="store_true",
+                   help="a fresh worker process for every mutant (default: a healthy worker runs mutant after "
+                        "mutant; a crash, hang or CUDA error still costs only that worker)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,9 +81,10 @@ def run(args: argparse.Namespace) -> int:
     runnable = [e for e in entries if not campaign.is_marked(e, equivalent, backend.name)]
     parallel = args.jobs or common.default_jobs(backend, max(2, len(runnable)))
     settings = dict(backend=backend.name, seed=args.seed, max_examples=max_examples, plugins=args.plugin,
-                    parallel=parallel, modules=modules)
+                    parallel=parallel, modules=modules, reuse=not args.isolate)
     header = environment.header(backend.describe(), seed=args.seed)
     header["max_examples"] = max_examples
+    header["workers"] = {"count": parallel, "reuse": not args.isolate}
     header["not_observable_here"] = [
         {"name": e.name, "backends": list(e.meta["backends"]), "description": e.description} for e in unobservable
     ]

@@ -16,6 +16,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_selection(p)
     p.add_argument("--case", metavar="CASE_ID", help="re-run exactly one case (the id printed in reports)")
     p.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS", help="per-kernel time limit")
+    p.add_argument("--shards", type=common.positive_int, default=None, metavar="K",
+                   help="split each kernel's cases over K workers; the case set is the same for any K "
+                        "(default: spare worker slots shared among the kernels)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,25 +41,33 @@ def run(args: argparse.Namespace) -> int:
         if not entries:
             raise UsageError(f"--case is a {case.op!r} case but no selected kernel implements {case.op!r}")
     max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
+    parallel = args.jobs or common.default_jobs(backend, len(entries), shardable=case is None)
+    shards = 1 if case else (args.shards or max(1, parallel // len(entries)))
+    if shards < 1:
+        raise UsageError("--shards must be at least 1")
     jobs = [
         Job(
             op=e.op, kernel=e.name, backend=backend.name, seed=args.seed, max_examples=max_examples,
             plugins=tuple(args.plugin), case=case.id if case else None, timeout=args.timeout,
+            shard=i, shards=shards,
         )
         for e in entries
+        for i in range(shards)
     ]
-    parallel = args.jobs or common.default_jobs(backend, len(jobs))
     with Progress("verify", len(jobs)) as progress:
         results = run_jobs(jobs, parallel=parallel, on_event=progress)
 
     kernels, records = [], []
-    for entry, result in zip(entries, results):
-        recs = [r.to_dict() for r in result.records]
+    for n, entry in enumerate(entries):
+        parts = results[n * shards : (n + 1) * shards]
+        recs = [r.to_dict() for part in parts for r in part.records]
         records += recs
+        status = next((p.status for p in parts if p.status != "ok"), "ok")
         kernels.append(
             verify_report.kernel_summary(
-                entry.op, entry.name, recs, status=result.status, origin=entry.origin,
-                contract=entry.contract.describe(), plugin=entry.plugin, seconds=result.seconds,
+                entry.op, entry.name, recs, status=status, origin=entry.origin,
+                contract=entry.contract.describe(), plugin=entry.plugin, seconds=max(p.seconds for p in parts),
+                shards=shards,
             )
         )
     report = verify_report.build(environment.header(backend.describe(), seed=args.seed), kernels, records)
