@@ -79,6 +79,8 @@ class Sanity:
     clean_seconds: dict[str, float]  # op -> wall time of the slowest clean kernel run
     details: list[dict]
     timeouts: dict[str, float] = dataclasses.field(default_factory=dict)  # op -> per-mutant limit used
+    interrupted: bool = False  # the campaign was stopped before every job ended
+    not_run: list[str] = dataclasses.field(default_factory=list)  # mutants left unfinished by the interruption
 
 
 def mutant_modules() -> tuple[str, ...]:
@@ -164,15 +166,29 @@ def is_marked(entry: KernelEntry, equivalent: dict[str, dict], backend: str | No
     return backend is None or "backends" not in mark or backend in mark["backends"]
 
 
-def sanity_jobs(ops: list[str], **job_kw) -> tuple[list[Job], str | None]:
-    """The clean run of every project kernel of ``ops`` and the forced failure of each."""
+def clean_shards(parallel: int, n_ops: int) -> int:
+    """The clean runs are a campaign's long pole (every case of the suite, where a mutant stops
+    at its first failure): split each over up to half the worker slots, at most 4 ways."""
+    return max(1, min(4, parallel // (2 * max(1, n_ops))))
+
+
+def sanity_jobs(ops: list[str], *, shards: int = 1, **job_kw) -> tuple[list[Job], str | None]:
+    """The clean run of every project kernel of ``ops`` (split into ``shards`` jobs, which
+    together run the suite's whole case set: harness.suite) and the forced failure of each."""
     clean = [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and e.op in ops]
     forced = [e for e in REGISTRY.select(kind="mutant", pattern=SANITY_PREFIX + "*") if e.op in ops]
     missing = sorted(set(ops) - {e.op for e in clean})
     if missing:
         return [], f"op(s) {', '.join(missing)} have no project kernel (kernels/<op>.py) to mutate"
     kw = dict(job_kw, timeout=SANITY_TIMEOUT_S)
-    return [_job(e.op, e.name, **kw) for e in clean] + [_job(e.op, e.name, **kw) for e in forced], None
+    shards = 1 if job_kw.get("case") else shards
+    clean_jobs = []
+    for e in clean:
+        for i in range(shards):
+            job = _job(e.op, e.name, **kw)
+            job.shard, job.shards = i, shards
+            clean_jobs.append(job)
+    return clean_jobs + [_job(e.op, e.name, **kw) for e in forced], None
 
 
 def judge_sanity(jobs: list[Job], results: list[JobResult]) -> Sanity:
@@ -183,7 +199,9 @@ def judge_sanity(jobs: list[Job], results: list[JobResult]) -> Sanity:
         details.append({"op": job.op, "kernel": job.kernel, "role": "forced_failure" if is_forced else "clean",
                         "status": result.status, "passed": result.passed, "cases": result.cases_run,
                         "seconds": result.seconds, "first_failure": failure})
-        if is_forced and result.passed:
+        if result.status == "interrupted":
+            problems.append(f"the {'forced failure' if is_forced else 'clean run'} {job.op}/{job.kernel} was interrupted before it ended")
+        elif is_forced and result.passed:
             problems.append(f"the forced failure {job.kernel} passed every case: the properties of {job.op!r} detect nothing")
         elif not is_forced and not result.passed:
             where = f"{failure['check']} on {failure['case_id']}" if failure else result.status
@@ -218,7 +236,7 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
     """
     ops = sorted({e.op for e in entries})
     kw = dict(backend=backend, seed=seed, max_examples=max_examples, plugins=plugins, modules=modules, case=case)
-    checks, problem = sanity_jobs(ops, **kw)
+    checks, problem = sanity_jobs(ops, shards=clean_shards(parallel, len(ops)), **kw)
     if problem:
         return Sanity(False, problem, {}, []), []
     outcomes: dict[str, Outcome] = {}
@@ -230,10 +248,13 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
             to_run.append(e)
     mutant_jobs = [_job(e.op, e.name, timeout=timeout or PROVISIONAL_TIMEOUT_S, **kw) for e in to_run]
     clean_jobs = {id(j): j for j in checks if not j.kernel.startswith(SANITY_PREFIX)}
+    clean_left = {op: sum(j.op == op for j in clean_jobs.values()) for op in ops}
     started = time.monotonic()
 
     def events(event: Event) -> None:
-        if event.kind == "done" and id(event.job) in clean_jobs and timeout is None:
+        if event.kind == "done" and id(event.job) in clean_jobs:
+            clean_left[event.job.op] -= 1
+        if event.kind == "done" and id(event.job) in clean_jobs and timeout is None and not clean_left[event.job.op]:
             # the clean jobs start first, so the time since the start bounds their run from above
             limit = TIMEOUT_FACTOR * (time.monotonic() - started) + TIMEOUT_MARGIN_S
             for job in mutant_jobs:
@@ -247,8 +268,12 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
         os.environ[mutagen.MARKERS_ENV] = markers
         try:
             results = run_jobs(checks + mutant_jobs, parallel=parallel, on_event=events, reuse=reuse)
+            not_run = []
             for e, r in zip(to_run, results[len(checks):]):
-                outcomes[e.name] = classify(e, r, Path(markers))
+                if r.status == "interrupted":
+                    not_run.append(e.name)
+                else:
+                    outcomes[e.name] = classify(e, r, Path(markers))
         finally:
             if previous is None:
                 os.environ.pop(mutagen.MARKERS_ENV, None)
@@ -256,6 +281,10 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
                 os.environ[mutagen.MARKERS_ENV] = previous
     verdict = judge_sanity(checks, results[: len(checks)])
     verdict.timeouts = {j.op: round(j.timeout, 1) for j in mutant_jobs}
+    verdict.interrupted = any(r.status == "interrupted" for r in results)
+    verdict.not_run = not_run
+    if verdict.interrupted:  # keep what finished: the report shows it, unscored as a gate
+        return verdict, [outcomes[e.name] for e in entries if e.name in outcomes]
     if not verdict.passed:
         return verdict, []
     return verdict, [outcomes[e.name] for e in entries]

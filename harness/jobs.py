@@ -51,7 +51,7 @@ class Job:
 @dataclasses.dataclass
 class JobResult:
     job: Job
-    status: str  # "ok" | "crashed" | "timeout"
+    status: str  # "ok" | "crashed" | "timeout" | "interrupted" (the run was stopped before it ended)
     records: list[CaseRecord]
     cases_run: int
     seconds: float
@@ -243,7 +243,10 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
     """Run every job in a worker process, at most ``parallel`` at a time; results in job order.
 
     With ``reuse`` a worker runs job after job while it stays healthy (see ``_Worker``);
-    without it every job gets a fresh process."""
+    without it every job gets a fresh process. If the run is interrupted (Ctrl-C, or SIGTERM
+    from a CI time limit: the CLI turns it into KeyboardInterrupt), the workers are killed and
+    every unfinished job comes back with status ``interrupted`` and the records it had so far,
+    so the caller can still write its report."""
     gpus = visible_gpus() if any(j.backend == "cuda" for j in jobs) else []
     pending = list(enumerate(jobs))
     workers: dict[int, _Worker] = {}  # slot -> worker (idle or running a job)
@@ -310,6 +313,14 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                     if on_event:
                         failed = sum(not r.passed for r in results[index].records)
                         on_event(Event(job, "done", results[index].cases_run, failed, None))
+        except KeyboardInterrupt:
+            for run in workers.values():
+                if not run.idle:
+                    run.read()
+                    results[run.index] = JobResult(run.job, "interrupted", run.records, run.cases_run,
+                                                   round(time.monotonic() - run.started, 3), run.log_tail(), run.proc.pid)
+            for index, job in enumerate(jobs):
+                results.setdefault(index, JobResult(job, "interrupted", [], 0, 0.0))
         finally:
             for worker in workers.values():
                 worker.close() if worker.idle else worker.kill()

@@ -54,10 +54,12 @@ def ordered(mutants: list[dict]) -> list[dict]:
 
 def print_mutation(report: dict, *, path: str, file=None) -> None:
     console = Console(file=file or sys.stdout, width=max(160, Console().width), soft_wrap=False)
-    if report["refused"]:
+    if report["refused"] and not report.get("interrupted"):
         console.print(f"[red]mutation campaign refused to score[/]: {report['refused']}", highlight=False)
         console.print(f"report: {path}")
         return
+    if report.get("interrupted"):
+        console.print(f"[red]INTERRUPTED[/]: {report['refused']}; not run: {len(report.get('not_run', []))}", highlight=False)
     table = Table(title=f"mutate: {report['backend']} on {report['device']}  (seed {report['seed']})")
     for col in ("status", "op", "mutant", "origin", "operator", "location", "detected by", "s"):
         table.add_column(col, justify="right" if col == "s" else "left", overflow="fold")

@@ -50,13 +50,14 @@ def _verify_lines(verify: dict) -> list[str]:
 def _mutation_lines(mutation: dict | None) -> list[str]:
     if mutation is None:
         return ["### mutation testing: not run"]
-    if mutation.get("refused"):
+    if mutation.get("refused") and not mutation.get("interrupted"):
         return [f"### mutation testing: **REFUSED**", "", _cell(mutation["refused"])]
     score = mutation.get("score")
     counts = mutation.get("counts") or {}
     lines = [
         f"### mutation testing: {_verdict(mutation.get('passed'))}",
         "",
+        *([f"**INTERRUPTED**: {_cell(mutation['refused'])}", ""] if mutation.get("interrupted") else []),
         f"score **{'n/a' if score is None else f'{score:.4f}'}** (min {mutation.get('min_score')}); "
         + ", ".join(f"{s} {n}" for s, n in counts.items()),
     ]

@@ -48,3 +48,38 @@ def test_bad_usage_exits_2(tmp_path):
     proc = mutate("--select", "no.such.mutant*", "--report-dir", str(tmp_path), timeout=120)
     assert proc.returncode == 2 and "matches no mutant" in proc.stderr
     assert not (tmp_path / "mutation.json").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_writes_a_partial_report_and_leaves_no_worker_behind(tmp_path):
+    # a CI time limit sends SIGTERM: what finished is kept, the rest is listed as not run, exit 130
+    import signal
+    import time
+
+    tag = f"harness-sigterm-test-{os.getpid()}-{time.time_ns()}"
+    env = dict(os.environ, HARNESS_TEST_TAG=tag)  # inherited by the workers: lets the test find them
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "mutate", "--backend", "interpreter", "--plugin", PLUGIN,
+                             "--select", "plugin.*", "--case", SMALL, "--timeout", "600", "--jobs", "2",
+                             "--report-dir", str(tmp_path)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(1)
+        if time.monotonic() > deadline - 100:  # 20 s in: sanity and the quick mutants are done, plugin.hangs is not
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    report = json.loads((tmp_path / "mutation.json").read_text())
+    assert report["interrupted"] is True and report["passed"] is False
+    assert "plugin.hangs" in report["not_run"]
+    assert "interrupted after" in report["refused"]
+    assert "INTERRUPTED" in out
+    left = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if tag.encode() in environ.read_bytes():
+                left.append(environ.parent.name)
+        except OSError:
+            pass
+    assert left == [], f"worker processes left running: {left}"

@@ -7,6 +7,8 @@ Exit codes: 0 success, 1 a check failed, 2 bad usage (one line on stderr, no tra
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
 import importlib
 import pkgutil
 import sys
@@ -35,7 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # a CI time limit (SIGTERM) stops a run the way Ctrl-C does: reports are still written
+
+
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "_run", None):

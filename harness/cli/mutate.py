@@ -94,11 +94,24 @@ def run(args: argparse.Namespace) -> int:
         if n in by_name and mark.get("fingerprint") not in (None, by_name[n].meta.get("fingerprint"))
     )
 
-    with Progress("mutate", len(runnable) + 2 * len(ops)) as progress:
+    with Progress("mutate", len(runnable) + len(ops) * (1 + campaign.clean_shards(parallel, len(ops)))) as progress:
         check, outcomes = campaign.run_campaign(entries, equivalent=equivalent, timeout=args.timeout, case=case,
                                                 on_event=progress, **settings)
     sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
               "timeouts": check.timeouts, "runs": check.details}
+    if check.interrupted:
+        header["interrupted"] = True
+        header["not_run"] = check.not_run
+        report = mutation_report.build(
+            header, mutants=[o.to_dict() for o in outcomes], score=campaign.score(outcomes), min_score=args.min_score,
+            sanity=sanity, kill_matrix=campaign.kill_matrix(outcomes), minimal_cases=campaign.minimal_cases(outcomes),
+            seconds=time.monotonic() - started,
+            refused=f"interrupted after {len(outcomes)} of {len(outcomes) + len(check.not_run)} mutants: the score "
+                    "covers only those and is not a verdict" + ("" if check.passed else f"; sanity: {check.reason}"),
+        )
+        path = writer.write_json(args.report_dir, "mutation.json", report)
+        mutation_report.print_mutation(report, path=str(path))
+        return 130
     if not check.passed:
         report = mutation_report.build(header, mutants=[], score=None, min_score=args.min_score, sanity=sanity,
                                        kill_matrix={}, minimal_cases=[], seconds=time.monotonic() - started,

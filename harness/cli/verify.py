@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from harness.cli import common
 from harness.errors import UsageError
@@ -70,10 +71,17 @@ def run(args: argparse.Namespace) -> int:
                 shards=shards,
             )
         )
-    report = verify_report.build(environment.header(backend.describe(), seed=args.seed), kernels, records)
+    header = environment.header(backend.describe(), seed=args.seed)
+    interrupted = any(r.status == "interrupted" for r in results)
+    if interrupted:
+        header["interrupted"] = True  # stopped early (Ctrl-C or SIGTERM): what ran is kept, the verdict is FAIL
+    report = verify_report.build(header, kernels, records)
     path = writer.write_json(args.report_dir, "verify.json", report)
     console.print_verify(report, path=str(path))
     from harness.cli import report as report_cli
 
     report_cli.write_after_run(args.report_dir)  # a rendering failure warns; the exit status stays the verdict
+    if interrupted:
+        print("verify: interrupted; the report holds the cases that ran", file=sys.stderr)
+        return 130
     return 0 if report["passed"] else 1
