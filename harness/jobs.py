@@ -84,10 +84,14 @@ def visible_gpus() -> list[str]:
         return []
 
 
-def worker_env(job: Job, slot: int, gpus: list[str], base) -> dict:
+def worker_env(job: Job, slot: int, gpus: list[str], base, threads: int | None = None) -> dict:
     """The environment of the worker in ``slot``: the interpreter flag, or on CUDA one GPU per
-    slot, round-robin over the visible GPUs (slots beyond the GPU count share them)."""
+    slot, round-robin over the visible GPUs (slots beyond the GPU count share them); and its
+    share of the CPU threads (``threads``), unless the user set OMP_NUM_THREADS: parallel
+    workers that each start a thread per core oversubscribe the machine."""
     env = dict(base)
+    if threads is not None and "OMP_NUM_THREADS" not in base:
+        env["OMP_NUM_THREADS"] = str(max(1, threads))
     if job.backend == "interpreter":
         env["TRITON_INTERPRET"] = "1"
     else:
@@ -266,7 +270,8 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                             if worker is not None:
                                 worker.close()
                             serial += 1
-                            worker = workers[slot] = _Worker(slot, _key(job), workdir, worker_env(job, slot, gpus, os.environ), serial)
+                            env = worker_env(job, slot, gpus, os.environ, threads=(os.cpu_count() or 1) // max(1, parallel))
+                            worker = workers[slot] = _Worker(slot, _key(job), workdir, env, serial)
                         if worker.assign(index, job):
                             break
                         worker.kill()  # it died between jobs: start another for this one

@@ -156,12 +156,14 @@ class Registry:
             self._captured = previous
 
     def select(self, *, op: str | None = None, kind: str = "kernel", pattern: str = "*") -> list[KernelEntry]:
-        """Entries of one kind, filtered by op and by a glob on their names, in a stable order."""
+        """Entries of one kind, filtered by op and by a glob on their names (several globs
+        separated by commas: any may match), in a stable order."""
+        globs = [g.strip() for g in pattern.split(",") if g.strip()] or ["*"]
         return sorted(
             (
                 e
                 for e in self.entries.values()
-                if e.kind == kind and (op is None or e.op == op) and fnmatch.fnmatchcase(e.name, pattern)
+                if e.kind == kind and (op is None or e.op == op) and any(fnmatch.fnmatchcase(e.name, g) for g in globs)
             ),
             key=lambda e: (e.op, e.name),
         )

@@ -61,3 +61,9 @@ def test_a_hang_is_killed_at_its_limit_and_the_next_job_still_runs():
     results = run_jobs([small("plugin.hangs", timeout=8.0), small("triton_rmsnorm")], parallel=1)
     assert [r.status for r in results] == ["timeout", "ok"]
     assert results[0].records[-1].check == "timeout" and results[1].pid != results[0].pid
+
+
+def test_workers_get_a_share_of_the_cpu_threads_unless_the_user_chose():
+    assert worker_env(job("cuda"), 0, [], {}, threads=4)["OMP_NUM_THREADS"] == "4"
+    assert worker_env(job("cuda"), 0, [], {}, threads=0)["OMP_NUM_THREADS"] == "1"
+    assert worker_env(job("cuda"), 0, [], {"OMP_NUM_THREADS": "8"}, threads=4)["OMP_NUM_THREADS"] == "8"

@@ -59,3 +59,12 @@ def test_select_is_a_glob_on_names():
     names = [e.name for e in REGISTRY.select(op="rmsnorm", pattern="triton_*")]
     assert names == ["triton_rmsnorm"]
     assert REGISTRY.select(op="rmsnorm", kind="mutant", pattern="triton_*") == []
+
+
+def test_select_takes_several_globs_separated_by_commas():
+    from harness.registry import REGISTRY, load_project_kernels
+
+    load_project_kernels()
+    both = REGISTRY.select(kind="kernel", pattern="triton_rmsnorm, triton_flce")
+    assert {e.name for e in both} == {"triton_rmsnorm", "triton_flce"}
+    assert REGISTRY.select(kind="kernel", pattern="nothing*,triton_rms*")[0].name == "triton_rmsnorm"

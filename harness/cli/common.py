@@ -30,7 +30,7 @@ def add_backend_and_report_dir(p: argparse.ArgumentParser, *, writes: str) -> No
 
 def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--op", help="only this op (default: every op)")
-    p.add_argument("--select", default="*", metavar="GLOB", help="glob on kernel names (default: *)")
+    p.add_argument("--select", default="*", metavar="GLOB", help="glob on kernel/mutant names; several separated by commas (default: *)")
     p.add_argument("--plugin", action="append", default=[], metavar="PATH", help="Python file that registers kernels (repeatable)")
     p.add_argument("--backend", default="auto", choices=None, help="auto|cuda|interpreter (default: auto)")
     p.add_argument("--max-examples", type=positive_int, default=None, metavar="N", help="hypothesis examples per kernel")
