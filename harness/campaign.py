@@ -290,6 +290,53 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
     return verdict, [outcomes[e.name] for e in entries]
 
 
+MEMCHECK_CASES = 8
+MEMCHECK_TIMEOUT_S = 300.0
+
+
+def memcheck_survivors(outcomes: list[Outcome], *, parallel: int, on_done: Callable[[Outcome], None] | None = None) -> dict:
+    """A second look at GPU survivors under compute-sanitizer memcheck.
+
+    On a GPU, an out-of-bounds read whose values are masked out later, or a store past the end
+    of a buffer nobody reads, changes no output, so the properties cannot see it; the
+    interpreter's guard (harness.oob) kills such mutants on the CPU. On the GPU each survivor
+    runs a few floor cases under memcheck; a memory error found there is a kill by the check
+    ``memcheck``, with the case it happened in and a repro. Returns what was done, for the report."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.cli.sanitize import available, sanitize_one
+
+    survivors = [o for o in outcomes if o.status is Status.SURVIVED]
+    sanitizer = available()
+    if not survivors or sanitizer is None:
+        for o in survivors:
+            o.note = "compute-sanitizer not available: no memcheck second look"
+        return {"available": sanitizer is not None, "checked": 0, "killed": 0}
+
+    def look(o: Outcome) -> dict:
+        return sanitize_one(sanitizer, o.entry.op, o.entry.name, "memcheck", cases=MEMCHECK_CASES,
+                            timeout=MEMCHECK_TIMEOUT_S, mutants=True)
+
+    killed = 0
+    with ThreadPoolExecutor(max(1, parallel)) as pool:
+        for o, r in zip(survivors, pool.map(look, survivors)):
+            o.seconds += r["seconds"]
+            if r["errors"]:
+                killed += 1
+                o.status = Status.KILLED
+                o.killed_by = {
+                    "check": "memcheck",
+                    "case_id": r["first_finding_case"] or "(memcheck run)",
+                    "repro": f"python -m harness sanitize --mutants --select '{o.entry.name}' --tools memcheck",
+                    "message": "; ".join(r["findings"][:3]) or f"{r['errors']} memcheck errors",
+                }
+            else:
+                o.note = f"memcheck second look: {'clean' if r['clean'] else r['problem']}"
+            if on_done:
+                on_done(o)
+    return {"available": True, "checked": len(survivors), "killed": killed}
+
+
 def score(outcomes: list[Outcome]) -> float | None:
     """detected / (total - incompetent - equivalent); None when no mutant is scorable."""
     scorable = [o for o in outcomes if o.status not in (Status.INCOMPETENT, Status.EQUIVALENT)]

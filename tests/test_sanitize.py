@@ -75,3 +75,70 @@ def test_whole_flow_with_a_stand_in_sanitizer(tmp_path, monkeypatch, capsys):
     (run,) = report["runs"]
     assert run["clean"] and run["errors"] == 0 and len(run["driver_lines"]) == 3
     assert "all kernels clean" in capsys.readouterr().out
+
+
+def test_the_driver_runs_a_mutant_when_asked(tmp_path):
+    # the campaign's memcheck second look runs survivors through this driver under compute-sanitizer
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-m", "harness", "sanitize", "--driver", "rmsnorm/cat.r_squared", "--mutants",
+                           "--cases", "2"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    starts = [l for l in proc.stdout.splitlines() if l.startswith("driver: start ")]
+    assert len(starts) == 2 and "driver: done, 2 case(s) with failed checks" in proc.stdout
+
+
+def test_without_a_sanitizer_survivors_keep_their_status_and_say_why(monkeypatch):
+    from harness import campaign
+    from harness.cli import sanitize
+    from harness.registry import REGISTRY
+
+    monkeypatch.setattr(sanitize, "available", lambda: None)
+    entry = REGISTRY.get("rmsnorm", "triton_rmsnorm")
+    survivor = campaign.Outcome(entry, campaign.Status.SURVIVED)
+    done = campaign.memcheck_survivors([survivor], parallel=2)
+    assert done == {"available": False, "checked": 0, "killed": 0}
+    assert survivor.status is campaign.Status.SURVIVED and "not available" in survivor.note
+
+
+def test_a_memcheck_finding_turns_a_survivor_into_a_kill_with_its_case(monkeypatch):
+    from harness import campaign
+    from harness.cli import sanitize
+    from harness.registry import REGISTRY
+
+    monkeypatch.setattr(sanitize, "available", lambda: "/usr/bin/compute-sanitizer")
+    finding = {"errors": 3, "clean": False, "problem": "", "seconds": 4.0, "first_finding_case": "rmsnorm:M=3,N=33",
+               "findings": ["========= Invalid __global__ read of size 4 bytes"]}
+    clean = {"errors": 0, "clean": True, "problem": "", "seconds": 2.0, "first_finding_case": None, "findings": []}
+    monkeypatch.setattr(sanitize, "sanitize_one", lambda s, op, name, tool, **kw: finding if name == "a" else clean)
+    entry = REGISTRY.get("rmsnorm", "triton_rmsnorm")
+    import dataclasses
+
+    a = campaign.Outcome(dataclasses.replace(entry, name="a"), campaign.Status.SURVIVED)
+    b = campaign.Outcome(dataclasses.replace(entry, name="b"), campaign.Status.SURVIVED)
+    done = campaign.memcheck_survivors([a, b], parallel=2)
+    assert done == {"available": True, "checked": 2, "killed": 1}
+    assert a.status is campaign.Status.KILLED and a.killed_by["check"] == "memcheck"
+    assert a.killed_by["case_id"] == "rmsnorm:M=3,N=33" and "--mutants --select 'a'" in a.killed_by["repro"]
+    assert b.status is campaign.Status.SURVIVED and "clean" in b.note
+
+
+def test_a_finding_is_reported_against_the_case_running_when_it_appeared(tmp_path, monkeypatch):
+    import stat
+
+    from harness.cli import sanitize
+
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text("#!/bin/sh\nwhile [ \"$1\" != \"${1#--}\" ]; do shift 2; done\n\"$@\"\nrc=$?\n"
+                    "echo '========= Invalid __global__ read of size 4 bytes'\n"
+                    "echo '========= ERROR SUMMARY: 1 error'\nexit $rc\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    r = sanitize.sanitize_one(str(fake), "rmsnorm", "triton_rmsnorm", "memcheck", cases=2, timeout=300)
+    assert r["errors"] == 1 and not r["clean"] and r["findings"] == ["========= Invalid __global__ read of size 4 bytes"]
+    assert r["first_finding_case"].startswith("rmsnorm:M=1,N=1,dtype=float16")  # the second (last started) case

@@ -47,6 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-score", type=fraction, default=1.0, metavar="FRACTION",
                    help="exit 1 if the mutation score is below this (default: 1.0)")
     p.add_argument("--case", metavar="CASE_ID", help="run only this case (the repro of a kill)")
+    p.add_argument("--no-memcheck", action="store_true",
+                   help="on a GPU, skip the compute-sanitizer memcheck second look at survivors")
     p.add_argument("--isolate", action="store_true",
                    help="a fresh worker process for every mutant (default: a healthy worker runs mutant after "
                         "mutant; a crash, hang or CUDA error still costs only that worker)")
@@ -119,6 +121,11 @@ def run(args: argparse.Namespace) -> int:
         path = writer.write_json(args.report_dir, "mutation.json", report)
         mutation_report.print_mutation(report, path=str(path))
         return 1
+    if backend.name == "cuda" and not args.no_memcheck and any(o.status is campaign.Status.SURVIVED for o in outcomes):
+        print(f"mutate: memcheck second look at {sum(o.status is campaign.Status.SURVIVED for o in outcomes)} survivor(s) ...", flush=True)
+        header["memcheck"] = campaign.memcheck_survivors(
+            outcomes, parallel=parallel,
+            on_done=lambda o: print(f"  {o.entry.name}: {o.status.value}" + (f" ({o.killed_by['message'][:120]})" if o.killed_by else ""), flush=True))
     report = mutation_report.build(
         header,
         mutants=[o.to_dict() for o in outcomes],

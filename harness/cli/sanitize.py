@@ -16,7 +16,6 @@ lands in a neighbouring tensor is invisible to memcheck.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import os
 import re
 import shutil
@@ -26,6 +25,8 @@ import time
 
 from harness.cli import common
 from harness.errors import UsageError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 NAME = "sanitize"
 HELP = "run the project's kernels under compute-sanitizer (memcheck, racecheck) and report per kernel; needs a GPU"
@@ -44,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per kernel and tool (default: 300)")
     p.add_argument("--report-dir", default=common.DEFAULT_REPORT_DIR, metavar="DIR",
                    help=f"where sanitize.json goes (default: {common.DEFAULT_REPORT_DIR})")
+    p.add_argument("--mutants", action="store_true",
+                   help="--select picks mutants (catalog and generated) instead of project kernels: how the "
+                        "campaign shows a GPU survivor's out-of-bounds access")
     p.add_argument("--driver", metavar="OP/KERNEL", help=argparse.SUPPRESS)  # the child's side
 
 
@@ -69,7 +73,7 @@ def pick_cases(cases: list, count: int) -> list:
     return list(cases[::step])[:count]
 
 
-def _driver(target: str, count: int) -> int:
+def _driver(target: str, count: int, mutants: bool = False) -> int:
     from harness import backend as backends
 
     backend = backends.select("auto")  # the parent checked for a GPU; auto lets tests drive it on the CPU
@@ -77,6 +81,10 @@ def _driver(target: str, count: int) -> int:
     from harness.runner import run_case
 
     load_project_kernels()
+    if mutants:
+        from harness import campaign
+
+        campaign.load_mutants()
     op, _, name = target.partition("/")
     entry = REGISTRY.get(op, name)
     spec = REGISTRY.op(op)
@@ -84,9 +92,14 @@ def _driver(target: str, count: int) -> int:
               if not entry.contract.violations(spec.make_inputs(c, "cpu").args)]
     failed = 0
     for case in pick_cases(inside, count):
+        print(f"driver: start {case.id}", flush=True)
         result = run_case(spec, entry, case, backend=backend.name, device=backend.device, phase="explicit")
         bad = [r.check for r in result.records if not r.passed]
         failed += bool(bad)
+        if backend.name == "cuda":
+            import torch
+
+            torch.cuda.synchronize()  # a memory error is reported against this case, not the next
         print(f"driver: {case.id}: {'ok' if not bad else 'checks failed: ' + ', '.join(bad)}", flush=True)
     import torch
 
@@ -109,9 +122,60 @@ def _sanitizer() -> str:
     return path
 
 
+def sanitize_one(sanitizer: str, op: str, name: str, tool: str, *, cases: int, timeout: float, mutants: bool = False) -> dict:
+    """One kernel (or mutant) under one compute-sanitizer tool: a child process drives ``cases``
+    floor cases; the verdict comes from the sanitizer's summary and the driver's end."""
+    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+    env.pop("TRITON_INTERPRET", None)
+    cmd = [sanitizer, "--tool", tool, "--print-limit", "100", sys.executable, "-m", "harness", "sanitize",
+           "--driver", f"{op}/{name}", "--cases", str(cases), *(["--mutants"] if mutants else [])]
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+        output, rc = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        output = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        rc = None
+    summary = parse_summary(tool, output)
+    # a zero summary only counts if the driver reached its end (a crashed target can print one)
+    finished = "driver: done" in output
+    clean = rc == 0 and summary["errors"] == 0 and finished
+    if rc is None:
+        problem = f"timed out after {timeout:g} s"
+    elif summary["errors"] is None:
+        problem = f"no sanitizer summary in the output (exit status {rc})"
+    elif rc != 0:
+        problem = f"driver exit status {rc}"
+    elif not finished:
+        problem = "the driver did not finish its cases"
+    else:
+        problem = ""
+    lines = output.splitlines()
+    first_finding = next((i for i, l in enumerate(lines) if FINDING.match(l.strip()) and "SUMMARY" not in l), None)
+    at_case = None
+    if first_finding is not None:
+        starts = [l.split("driver: start ", 1)[1] for l in lines[:first_finding] if l.startswith("driver: start ")]
+        at_case = starts[-1] if starts else None
+    return {
+        "first_finding_case": at_case,
+        "op": op, "kernel": name, "tool": tool, "clean": clean, "exit_status": rc,
+        "problem": problem, **summary, "seconds": round(time.perf_counter() - started, 1),
+        "command": " ".join(cmd), "driver_lines": [l for l in lines if l.startswith("driver:") and not l.startswith("driver: start ")],
+        "output_tail": output[-3000:] if not clean else "",
+    }
+
+
+def available() -> str | None:
+    """compute-sanitizer's path when a GPU and the tool are both there, else None."""
+    try:
+        return _sanitizer()
+    except UsageError:
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.driver:
-        return _driver(args.driver, args.cases)
+        return _driver(args.driver, args.cases, args.mutants)
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     unknown = [t for t in tools if t not in TOOLS]
     if unknown or not tools:
@@ -124,46 +188,23 @@ def run(args: argparse.Namespace) -> int:
     from reports import environment, writer
 
     load_project_kernels()
-    entries = [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and fnmatch.fnmatchcase(e.name, args.select)]
+    if args.mutants:
+        from harness import campaign
+
+        campaign.load_mutants()
+        entries = campaign.select(None, args.select)
+    else:
+        entries = [e for e in REGISTRY.select(kind="kernel", pattern=args.select) if e.origin == "project"]
     if not entries:
-        raise UsageError(f"--select {args.select!r} matches no project kernel")
-    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
-    env.pop("TRITON_INTERPRET", None)
+        raise UsageError(f"--select {args.select!r} matches no {'mutant' if args.mutants else 'project kernel'}")
     runs = []
     for entry in entries:
         for tool in tools:
-            cmd = [sanitizer, "--tool", tool, "--print-limit", "100", sys.executable, "-m", "harness", "sanitize",
-                   "--driver", f"{entry.op}/{entry.name}", "--cases", str(args.cases)]
-            started = time.perf_counter()
             print(f"sanitize: {tool} on {entry.op}/{entry.name} ...", flush=True)
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
-                output, rc = proc.stdout + proc.stderr, proc.returncode
-            except subprocess.TimeoutExpired as exc:
-                output = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-                rc = None
-            summary = parse_summary(tool, output)
-            # a zero summary only counts if the driver reached its end (a crashed target can print one)
-            finished = "driver: done" in output
-            clean = rc == 0 and summary["errors"] == 0 and finished
-            if rc is None:
-                problem = f"timed out after {args.timeout:g} s"
-            elif summary["errors"] is None:
-                problem = f"no sanitizer summary in the output (exit status {rc})"
-            elif rc != 0:
-                problem = f"driver exit status {rc}"
-            elif not finished:
-                problem = "the driver did not finish its cases"
-            else:
-                problem = ""
-            runs.append({
-                "op": entry.op, "kernel": entry.name, "tool": tool, "clean": clean, "exit_status": rc,
-                "problem": problem, **summary, "seconds": round(time.perf_counter() - started, 1),
-                "command": " ".join(cmd), "driver_lines": [l for l in output.splitlines() if l.startswith("driver:")],
-                "output_tail": output[-3000:] if not clean else "",
-            })
-            r = runs[-1]
-            verdict = "clean" if clean else f"FINDINGS ({r['errors']} errors)" if r["errors"] else f"FAILED: {problem}"
+            r = sanitize_one(sanitizer, entry.op, entry.name, tool, cases=args.cases, timeout=args.timeout,
+                             mutants=args.mutants)
+            runs.append(r)
+            verdict = "clean" if r["clean"] else f"FINDINGS ({r['errors']} errors)" if r["errors"] else f"FAILED: {r['problem']}"
             print(f"  {verdict}  in {r['seconds']} s", flush=True)
             for line in r["findings"][:8]:
                 print(f"    {line}")
