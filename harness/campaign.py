@@ -313,13 +313,17 @@ def memcheck_survivors(outcomes: list[Outcome], *, parallel: int, on_done: Calla
             o.note = "compute-sanitizer not available: no memcheck second look"
         return {"available": sanitizer is not None, "checked": 0, "killed": 0}
 
+    running: list = []
+
     def look(o: Outcome) -> dict:
         return sanitize_one(sanitizer, o.entry.op, o.entry.name, "memcheck", cases=MEMCHECK_CASES,
-                            timeout=MEMCHECK_TIMEOUT_S, mutants=True)
+                            timeout=MEMCHECK_TIMEOUT_S, mutants=True, running=running)
 
-    killed = 0
-    with ThreadPoolExecutor(max(1, parallel)) as pool:
+    killed, looked = 0, 0
+    pool = ThreadPoolExecutor(max(1, parallel))
+    try:
         for o, r in zip(survivors, pool.map(look, survivors)):
+            looked += 1
             o.seconds += r["seconds"]
             if r["errors"]:
                 killed += 1
@@ -334,6 +338,16 @@ def memcheck_survivors(outcomes: list[Outcome], *, parallel: int, on_done: Calla
                 o.note = f"memcheck second look: {'clean' if r['clean'] else r['problem']}"
             if on_done:
                 on_done(o)
+    except KeyboardInterrupt:  # stopped (Ctrl-C, SIGTERM): kill the sanitizer runs, keep what was seen
+        from harness.cli.sanitize import _kill
+
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(running):
+            _kill(proc)
+        for o in survivors[looked:]:
+            o.note = "memcheck second look interrupted before this mutant"
+        return {"available": True, "checked": looked, "killed": killed, "interrupted": True}
+    pool.shutdown(wait=True)
     return {"available": True, "checked": len(survivors), "killed": killed}
 
 

@@ -53,9 +53,6 @@ MAX_D = 65536
 G_BUFFER_BYTES = 128 * 2**20
 FP32_DW_BYTES = 256 * 2**20
 CALLS = {"forward": 0, "backward": 0}
-# The kernels' sizes and counts are not specialised on (Triton would otherwise compile a variant
-# for each combination of "== 1" and "divisible by 16" of every size, several per test case):
-# they only bound loops and masks. Strides still are: their divisibility lets loads vectorise.
 
 
 @triton.jit
@@ -97,7 +94,7 @@ def _logits_tile(
     return acc
 
 
-@triton.jit(do_not_specialize=["N", "V", "D", "tiles_per_split"])
+@triton.jit
 def _lse_partials(
     X,  # [N, D] input, strides (stride_xn, stride_xd)
     W,  # [V, D] weight, strides (stride_wv, stride_wd)
@@ -149,7 +146,7 @@ def _lse_partials(
     tl.store(TGT_OUT + out, tgt, mask=row_ok)
 
 
-@triton.jit(do_not_specialize=["C", "V", "D", "ignore_index"])
+@triton.jit
 def _dlogits(
     X,  # [C, D] the chunk's rows of x, strides (stride_xn, stride_xd)
     W,  # [V, D] weight, strides (stride_wv, stride_wd)
@@ -189,7 +186,7 @@ def _dlogits(
     tl.store(G + rows.to(tl.int64)[:, None] * stride_gn + cols[None, :], g.to(G.dtype.element_ty), mask=inside)
 
 
-@triton.jit(do_not_specialize=["M", "N", "K"])
+@triton.jit
 def _scaled_matmul(
     A,  # [M, K], strides (stride_am, stride_ak)
     B,  # [K, N], strides (stride_bk, stride_bn)

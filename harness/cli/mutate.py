@@ -101,41 +101,36 @@ def run(args: argparse.Namespace) -> int:
                                                 on_event=progress, **settings)
     sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
               "timeouts": check.timeouts, "runs": check.details}
-    if check.interrupted:
-        header["interrupted"] = True
-        header["not_run"] = check.not_run
+
+    def finish(refused: str | None = None, *, scored: bool = True) -> dict:
+        """Build, write and print mutation.json: scored with the outcomes, or refused with none."""
+        kept = outcomes if scored else []
         report = mutation_report.build(
-            header, mutants=[o.to_dict() for o in outcomes], score=campaign.score(outcomes), min_score=args.min_score,
-            sanity=sanity, kill_matrix=campaign.kill_matrix(outcomes), minimal_cases=campaign.minimal_cases(outcomes),
-            seconds=time.monotonic() - started,
-            refused=f"interrupted after {len(outcomes)} of {len(outcomes) + len(check.not_run)} mutants: the score "
-                    "covers only those and is not a verdict" + ("" if check.passed else f"; sanity: {check.reason}"),
+            header, mutants=[o.to_dict() for o in kept], score=campaign.score(kept) if scored else None,
+            min_score=args.min_score, sanity=sanity, kill_matrix=campaign.kill_matrix(kept),
+            minimal_cases=campaign.minimal_cases(kept), seconds=time.monotonic() - started, refused=refused,
         )
         path = writer.write_json(args.report_dir, "mutation.json", report)
         mutation_report.print_mutation(report, path=str(path))
+        return report
+
+    if check.interrupted:  # what finished is kept; the score covers only that
+        header.update(interrupted=True, not_run=check.not_run)
+        finish(f"interrupted after {len(outcomes)} of {len(outcomes) + len(check.not_run)} mutants: the score "
+               "covers only those and is not a verdict" + ("" if check.passed else f"; sanity: {check.reason}"))
         return 130
     if not check.passed:
-        report = mutation_report.build(header, mutants=[], score=None, min_score=args.min_score, sanity=sanity,
-                                       kill_matrix={}, minimal_cases=[], seconds=time.monotonic() - started,
-                                       refused=check.reason)
-        path = writer.write_json(args.report_dir, "mutation.json", report)
-        mutation_report.print_mutation(report, path=str(path))
+        finish(check.reason, scored=False)
         return 1
-    if backend.name == "cuda" and not args.no_memcheck and any(o.status is campaign.Status.SURVIVED for o in outcomes):
-        print(f"mutate: memcheck second look at {sum(o.status is campaign.Status.SURVIVED for o in outcomes)} survivor(s) ...", flush=True)
+    survivors = sum(o.status is campaign.Status.SURVIVED for o in outcomes)
+    if backend.name == "cuda" and not args.no_memcheck and survivors:
+        print(f"mutate: memcheck second look at {survivors} survivor(s) ...", flush=True)
         header["memcheck"] = campaign.memcheck_survivors(
             outcomes, parallel=parallel,
             on_done=lambda o: print(f"  {o.entry.name}: {o.status.value}" + (f" ({o.killed_by['message'][:120]})" if o.killed_by else ""), flush=True))
-    report = mutation_report.build(
-        header,
-        mutants=[o.to_dict() for o in outcomes],
-        score=campaign.score(outcomes),
-        min_score=args.min_score,
-        sanity=sanity,
-        kill_matrix=campaign.kill_matrix(outcomes),
-        minimal_cases=campaign.minimal_cases(outcomes),
-        seconds=time.monotonic() - started,
-    )
-    path = writer.write_json(args.report_dir, "mutation.json", report)
-    mutation_report.print_mutation(report, path=str(path))
-    return 0 if report["passed"] else 1
+        if header["memcheck"].get("interrupted"):
+            header.update(interrupted=True, not_run=[])
+            finish(f"interrupted during the memcheck second look ({header['memcheck']['checked']} of {survivors} "
+                   "survivors looked at): the score is not a verdict")
+            return 130
+    return 0 if finish()["passed"] else 1

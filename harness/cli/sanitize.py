@@ -19,6 +19,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -122,20 +123,38 @@ def _sanitizer() -> str:
     return path
 
 
-def sanitize_one(sanitizer: str, op: str, name: str, tool: str, *, cases: int, timeout: float, mutants: bool = False) -> dict:
+def _kill(proc: subprocess.Popen) -> None:
+    """The sanitizer and the driver it started (their own session: one signal reaches both)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def sanitize_one(sanitizer: str, op: str, name: str, tool: str, *, cases: int, timeout: float, mutants: bool = False,
+                 running: list | None = None) -> dict:
     """One kernel (or mutant) under one compute-sanitizer tool: a child process drives ``cases``
-    floor cases; the verdict comes from the sanitizer's summary and the driver's end."""
+    floor cases; the verdict comes from the sanitizer's summary and the driver's end. The child
+    is listed in ``running`` while it runs, so an interrupted caller can kill it (``_kill``)."""
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
     env.pop("TRITON_INTERPRET", None)
     cmd = [sanitizer, "--tool", tool, "--print-limit", "100", sys.executable, "-m", "harness", "sanitize",
            "--driver", f"{op}/{name}", "--cases", str(cases), *(["--mutants"] if mutants else [])]
     started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+                            start_new_session=True)
+    if running is not None:
+        running.append(proc)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
-        output, rc = proc.stdout + proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        output = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        rc = None
+        out, err = proc.communicate(timeout=timeout)
+        output, rc = out + err, proc.returncode
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        out, err = proc.communicate()
+        output, rc = (out or "") + (err or ""), None
+    finally:
+        if running is not None and proc in running:
+            running.remove(proc)
     summary = parse_summary(tool, output)
     # a zero summary only counts if the driver reached its end (a crashed target can print one)
     finished = "driver: done" in output
