@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import torch
 
+from harness import compile_clock
 from harness.cases import Case, repro_command
 from harness.oob import find_out_of_bounds
 from harness.opspec import Meta, OpInputs, OpSpec
@@ -63,21 +64,30 @@ class CaseRun:
 
 
 class _Phases:
-    """Seconds spent per phase of one case: the kernel's calls (first-launch compilation
-    included), the oracle, the harness's checks. On CUDA the kernel phase ends with a
-    synchronize, so asynchronous launches are not billed to the next phase."""
+    """Seconds spent per phase of one case: the kernel's calls (``kernel``: execution, and
+    ``compile``: Triton compiling, or loading from its disk cache, on first launches; see
+    harness.compile_clock), the oracle, the harness's checks. On CUDA the kernel phase ends
+    with a synchronize, so asynchronous launches are not billed to the next phase."""
 
     def __init__(self, device: torch.device):
+        compile_clock.install()
         self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-        self.seconds = {"kernel": 0.0, "oracle": 0.0, "checks": 0.0}
+        self.seconds = {"kernel": 0.0, "compile": 0.0, "oracle": 0.0, "checks": 0.0}
         self._phase, self._since = "checks", time.perf_counter()
+        self._compiled_at_start = compile_clock.seconds()
 
     def enter(self, phase: str) -> None:
         if self._phase == "kernel":
             self.sync()
         now = time.perf_counter()
-        self.seconds[self._phase] += now - self._since
+        elapsed = now - self._since
+        if self._phase == "kernel":
+            compiling = min(elapsed, compile_clock.seconds() - self._compiled_at_start)
+            self.seconds["compile"] += compiling
+            elapsed -= compiling
+        self.seconds[self._phase] += elapsed
         self._phase, self._since = phase, now
+        self._compiled_at_start = compile_clock.seconds()
 
     def done(self) -> dict[str, float]:
         self.enter("checks")

@@ -30,8 +30,8 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
         t = k.get("time_breakdown") or {}
         if t:
             console.print(
-                f"time {k['name']}: kernel calls {t.get('kernel_s', 0):.1f} s (compilation included), "
-                f"oracle {t.get('oracle_s', 0):.1f} s, checks {t.get('checks_s', 0):.1f} s, "
+                f"time {k['name']}: kernel runs {t.get('kernel_s', 0):.1f} s, Triton compilation "
+                f"{t.get('compile_s', 0):.1f} s, oracle {t.get('oracle_s', 0):.1f} s, checks {t.get('checks_s', 0):.1f} s, "
                 f"start-up and case generation {t.get('other_s', 0):.1f} s",
                 highlight=False,
             )

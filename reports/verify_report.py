@@ -21,7 +21,7 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
         entry = checks.setdefault(check, {"passed": 0, "failed": 0})
         entry["passed" if passed else "failed"] += count
     worst = max((r.get("err_ratio") or 0.0 for r in records if r.get("err_ratio") is not None), default=None)
-    phases = {"kernel": 0.0, "oracle": 0.0, "checks": 0.0}
+    phases = {"kernel": 0.0, "compile": 0.0, "oracle": 0.0, "checks": 0.0}
     for r in records:
         for phase, seconds in (r.get("timing") or {}).items():
             phases[phase] = phases.get(phase, 0.0) + seconds

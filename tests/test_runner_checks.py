@@ -205,7 +205,7 @@ def test_first_record_of_a_case_carries_the_time_per_phase():
 
     _, r = run(slow)
     timing = r.records[0].timing
-    assert set(timing) == {"kernel", "oracle", "checks"}
+    assert set(timing) == {"kernel", "compile", "oracle", "checks"}
     assert timing["kernel"] >= 0.1  # the forward and its repeat each sleep 0.05 s
     assert all(rec.timing is None for rec in r.records[1:])
 
@@ -219,4 +219,4 @@ def test_kernel_summary_adds_up_the_phases():
         {"case_id": "b", "check": "forward", "passed": True, "timing": {"kernel": 2.0, "oracle": 0.5, "checks": 0.25}},
     ]
     s = kernel_summary("rmsnorm", "k", records, seconds=5.0)
-    assert s["time_breakdown"] == {"kernel_s": 3.0, "oracle_s": 1.0, "checks_s": 0.5, "other_s": 0.5}
+    assert s["time_breakdown"] == {"kernel_s": 3.0, "compile_s": 0.0, "oracle_s": 1.0, "checks_s": 0.5, "other_s": 0.5}
