@@ -123,6 +123,8 @@ def _mutation_context(mutation: dict) -> dict:
         "min_score": mutation.get("min_score"),
         "passed": mutation.get("passed"),
         "refused": mutation.get("refused"),
+        "interrupted": bool(mutation.get("interrupted")),
+        "not_run": mutation.get("not_run") or [],
         "counts": counts,
         "total": mutation.get("total", len(mutants)),
         "detected": mutation.get("detected", sum(bool(m.get("detected")) for m in mutants)),

@@ -198,3 +198,13 @@ def test_minimal_documented_fields_are_enough(tmp_path):
     page = (tmp_path / "index.html").read_text()
     assert BAD in page and "FAIL" in page
     assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "1"
+
+
+def test_an_interrupted_campaign_shows_what_finished_and_what_did_not_run():
+    report = dict(mutation_report(), interrupted=True, passed=False, not_run=["gen.never_started.1"],
+                  refused="interrupted after 3 of 4 mutants: the score covers only those and is not a verdict")
+    page = html.render(None, report)
+    assert "INTERRUPTED" in page and "gen.never_started.1" in page
+    assert "mask = cols &lt;= N" in page  # the finished mutants are still listed
+    md = summary_md.render(None, report)
+    assert "INTERRUPTED" in md and "REFUSED" not in md

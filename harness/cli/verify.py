@@ -56,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
         for i in range(shards)
     ]
     with Progress("verify", len(jobs)) as progress:
-        results = run_jobs(jobs, parallel=parallel, on_event=progress)
+        # a fresh process per job: one kernel's global side effects (a plugin that patches torch)
+        # can never reach another's verdict; the shards of a kernel run side by side anyway
+        results = run_jobs(jobs, parallel=parallel, on_event=progress, reuse=False)
 
     kernels, records = [], []
     for n, entry in enumerate(entries):
