@@ -247,6 +247,10 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
         else:
             to_run.append(e)
     mutant_jobs = [_job(e.op, e.name, timeout=timeout or PROVISIONAL_TIMEOUT_S, **kw) for e in to_run]
+    for e, job in zip(to_run, mutant_jobs):
+        # a plugin's mutant is outside code that may patch global state: it gets a worker of its
+        # own; the project's mutants are copies of a module, executed apart, and share workers
+        job.fresh = e.origin == "plugin"
     clean_jobs = {id(j): j for j in checks if not j.kernel.startswith(SANITY_PREFIX)}
     clean_left = {op: sum(j.op == op for j in clean_jobs.values()) for op in ops}
     started = time.monotonic()

@@ -41,6 +41,7 @@ class Job:
     extra_modules: tuple[str, ...] = ()  # modules that register more entries (e.g. generated mutants)
     shard: int = 0  # this job runs the cases of shard ``shard`` of ``shards`` (harness.suite)
     shards: int = 1
+    fresh: bool = False  # a worker of its own, closed after it (code the harness cannot vouch for)
 
     @property
     def label(self) -> str:
@@ -266,7 +267,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                         continue
                     index, job = pending.pop(0)
                     while True:
-                        if worker is None or not reuse or not worker.usable_for(_key(job)):
+                        if worker is None or not reuse or job.fresh or not worker.usable_for(_key(job)):
                             if worker is not None:
                                 worker.close()
                             serial += 1
@@ -312,7 +313,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                     if status != "ok":
                         run.kill()  # already dead, or hung: nothing of it is reused
                         del workers[slot]
-                    elif run.retired or not reuse:
+                    elif run.retired or not reuse or job.fresh:
                         run.close()
                         del workers[slot]
                     if on_event:

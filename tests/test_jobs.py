@@ -67,3 +67,10 @@ def test_workers_get_a_share_of_the_cpu_threads_unless_the_user_chose():
     assert worker_env(job("cuda"), 0, [], {}, threads=4)["OMP_NUM_THREADS"] == "4"
     assert worker_env(job("cuda"), 0, [], {}, threads=0)["OMP_NUM_THREADS"] == "1"
     assert worker_env(job("cuda"), 0, [], {"OMP_NUM_THREADS": "8"}, threads=4)["OMP_NUM_THREADS"] == "8"
+
+
+def test_a_fresh_job_gets_a_worker_of_its_own():
+    jobs = [small("triton_rmsnorm"), small("triton_rmsnorm", fresh=True), small("triton_rmsnorm")]
+    results = run_jobs(jobs, parallel=1)
+    assert all(r.status == "ok" for r in results)
+    assert results[1].pid not in (results[0].pid, results[2].pid)
