@@ -3,8 +3,11 @@ PY      := .venv/bin/python
 BACKEND ?= auto
 REPORT  ?= reports/out
 ARGS    ?=
-# extra arguments of the mutation gate (make mutants, make verify), e.g. MUTATE_ARGS="--jobs 2"
+# extra arguments of the mutation gate (make mutants, make verify), e.g. MUTATE_ARGS="--min-score 0.95"
 MUTATE_ARGS ?=
+# mutation workers: auto = as many as the machine sustains (on CUDA half the cores: each worker
+# spends most of its time compiling on the CPU); mutate's own default is one per GPU
+MUTATE_JOBS ?= auto
 # pytest-xdist workers for make test (2 cores on CI machines)
 TEST_WORKERS ?= 2
 
@@ -19,14 +22,14 @@ verify: setup
 	@rc=0; \
 	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) $(ARGS) || rc=$$?; \
 	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT) || rc=$$?; \
-	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) $(MUTATE_ARGS) || rc=$$?; \
+	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) --jobs $(MUTATE_JOBS) $(MUTATE_ARGS) || rc=$$?; \
 	$(PY) -m harness report --report-dir $(REPORT) || rc=$$?; \
 	if [ $$rc -ne 0 ]; then echo "make verify: FAILED (exit $$rc); see $(REPORT)/index.html"; fi; \
 	exit $$rc
 
 ## mutants: the mutation gate (catalog, generated and plugin mutants), $(REPORT)/mutation.json
 mutants: setup
-	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) $(MUTATE_ARGS)
+	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) --jobs $(MUTATE_JOBS) $(MUTATE_ARGS)
 
 ## report: index.html, junit.xml, summary.md from the JSON reports in $(REPORT) (CI runs it even after a failure)
 report: setup

@@ -74,3 +74,24 @@ def test_a_fresh_job_gets_a_worker_of_its_own():
     results = run_jobs(jobs, parallel=1)
     assert all(r.status == "ok" for r in results)
     assert results[1].pid not in (results[0].pid, results[2].pid)
+
+
+def test_mutate_jobs_default_is_the_issue_contract_and_auto_fills_the_machine(monkeypatch):
+    import os
+    import types
+
+    from harness.cli import common
+
+    cuda, interp = types.SimpleNamespace(name="cuda"), types.SimpleNamespace(name="interpreter")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert common.mutate_jobs(None, cuda, 300) == 2  # one worker per visible GPU
+    assert common.mutate_jobs(None, interp, 300) == (os.cpu_count() or 1)  # the machine's cores
+    assert common.mutate_jobs(5, cuda, 300) == 5
+    assert common.mutate_jobs("auto", cuda, 300) == max(4, (os.cpu_count() or 2) // 2)
+    import argparse
+
+    import pytest
+
+    assert common.jobs_arg("auto") == "auto" and common.jobs_arg("3") == 3
+    with pytest.raises(argparse.ArgumentTypeError):
+        common.jobs_arg("0")

@@ -21,6 +21,15 @@ def positive_int(text: str) -> int:
     return value
 
 
+def jobs_arg(text: str) -> int | str:
+    if text == "auto":
+        return text
+    value = positive_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("expected at least 1 worker, or auto")
+    return value
+
+
 def add_backend_and_report_dir(p: argparse.ArgumentParser, *, writes: str) -> None:
     """--backend and --report-dir, for the subcommands that run one fixed job."""
     p.add_argument("--backend", default="auto", help="auto|cuda|interpreter (default: auto)")
@@ -36,7 +45,9 @@ def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-examples", type=positive_int, default=None, metavar="N", help="hypothesis examples per kernel")
     p.add_argument("--seed", type=positive_int, default=0, metavar="N", help="hypothesis seed (default: 0)")
     p.add_argument("--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR", help=f"where reports go (default: {DEFAULT_REPORT_DIR})")
-    p.add_argument("--jobs", type=positive_int, default=None, metavar="N", help="worker processes (default: cores, or GPUs)")
+    p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N|auto",
+                   help="worker processes (default: the cores; for mutate on CUDA one per visible GPU); "
+                        "auto: as many as the machine sustains (on CUDA half the cores, at least 2 per GPU)")
 
 
 def prepare(args: argparse.Namespace) -> backends.Backend:
@@ -52,8 +63,8 @@ def prepare(args: argparse.Namespace) -> backends.Backend:
 
 
 def default_jobs(backend: backends.Backend, n_jobs: int, *, shardable: bool = False) -> int:
-    """Worker processes: at most one per job, unless the jobs can be sharded (verify) and the
-    slots beyond one per job split them."""
+    """Worker processes the machine sustains: at most one per job, unless the jobs can be
+    sharded (verify) and the slots beyond one per job split them."""
     from harness.jobs import visible_gpus
 
     if backend.name == "cuda":
@@ -64,3 +75,17 @@ def default_jobs(backend: backends.Backend, n_jobs: int, *, shardable: bool = Fa
     else:
         slots = os.cpu_count() or 1
     return max(1, slots if shardable else min(n_jobs, slots))
+
+
+def mutate_jobs(requested: int | str | None, backend: backends.Backend, n_jobs: int) -> int:
+    """mutate's --jobs: a number; ``auto`` (default_jobs); or, when not given, the issue's
+    contract: the machine's cores, and on CUDA one worker per visible GPU."""
+    from harness.jobs import visible_gpus
+
+    if isinstance(requested, int):
+        return requested
+    if requested == "auto":
+        return default_jobs(backend, n_jobs)
+    if backend.name == "cuda":
+        return max(1, len(visible_gpus()))
+    return max(1, min(n_jobs, os.cpu_count() or 1))

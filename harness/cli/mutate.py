@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     ops = sorted({e.op for e in entries})
     equivalent = campaign.load_equivalent()
     runnable = [e for e in entries if not campaign.is_marked(e, equivalent, backend.name)]
-    parallel = args.jobs or common.default_jobs(backend, max(2, len(runnable)))
+    parallel = common.mutate_jobs(args.jobs, backend, max(2, len(runnable)))
     settings = dict(backend=backend.name, seed=args.seed, max_examples=max_examples, plugins=args.plugin,
                     parallel=parallel, modules=modules, reuse=not args.isolate)
     header = environment.header(backend.describe(), seed=args.seed)

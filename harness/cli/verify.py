@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         if not entries:
             raise UsageError(f"--case is a {case.op!r} case but no selected kernel implements {case.op!r}")
     max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
-    parallel = args.jobs or common.default_jobs(backend, len(entries), shardable=case is None)
+    parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, len(entries), shardable=case is None)
     shards = 1 if case else (args.shards or max(1, parallel // len(entries)))
     if shards < 1:
         raise UsageError("--shards must be at least 1")
