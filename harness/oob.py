@@ -337,9 +337,13 @@ def _describe(access, launch: _Launch, active, bad, itemsize, program):
     )
     nearest = None
     if launch.spans:
+        lowest = int(bad.min())
+
         def distance(s):
-            gap = np.where(bad < s.start, s.start - bad, bad + itemsize - s.end)
-            return int(gap.min())
+            # bytes between each bad lane and the span (0: adjacent); on a tie, the argument the
+            # access runs past the end of (the usual bug) wins over one it stops just short of
+            gap = np.maximum(np.where(bad < s.start, s.start - (bad + itemsize), bad - s.end), 0)
+            return int(gap.min()), 0 if s.end <= lowest else 1
 
         nearest = min(launch.spans, key=distance)
     if nearest is None:

@@ -222,3 +222,19 @@ def test_verify_cli_reports_out_of_bounds_without_crashing(tmp_path):
     failed = {c["check"] for c in report["cases"] if not c["passed"]}
     assert failed == {"out_of_bounds"}
     assert all("nearest argument 'Y'" in c["message"] for c in report["cases"] if not c["passed"])
+
+
+def test_the_nearest_argument_is_the_one_the_access_runs_past_even_when_another_starts_right_after():
+    # a store past Y's end whose last bad lane ends exactly where X begins: both are 0 bytes away;
+    # the report must name Y (the access ran past its end), not X (found flaky in a fresh clone)
+    import numpy as np
+
+    from harness.oob import _describe, _Launch, _Span
+
+    y = _Span("Y", 2, "float32", 1000, 1400, 4)
+    x = _Span("X", 0, "float32", 1400 + 4 * 8, 2000, 4)  # starts right after 8 bad lanes
+    launch = _Launch("k", [x, y])
+    bad = np.arange(1400, 1400 + 4 * 8, 4, dtype=np.int64)
+    message, fields = _describe("store", launch, bad, bad, 4, (3,))
+    assert fields["argument"] == "Y" and fields["outside_by"] == 1
+    assert "nearest argument 'Y'" in message and "offset +1..+8 elements past its end" in message
