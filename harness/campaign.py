@@ -226,7 +226,8 @@ def sanity(ops: list[str], *, backend: str, seed: int, max_examples: int, plugin
 
 def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_examples: int, plugins, parallel: int,
                  modules, equivalent: dict[str, dict], timeout: float | None = None, case: str | None = None,
-                 on_event: Callable[[Event], None] | None = None, reuse: bool = True) -> tuple[Sanity, list[Outcome]]:
+                 on_event: Callable[[Event], None] | None = None, reuse: bool = True,
+                 hints: dict[str, tuple[str, ...]] | None = None) -> tuple[Sanity, list[Outcome]]:
     """Sanity and mutants in one pool: the clean run goes first and mutants fill the other slots.
 
     Each mutant's limit is ``timeout`` if given, else TIMEOUT_FACTOR x its op's clean run + margin;
@@ -251,6 +252,7 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
         # a plugin's mutant is outside code that may patch global state: it gets a worker of its
         # own; the project's mutants are copies of a module, executed apart, and share workers
         job.fresh = e.origin == "plugin"
+        job.floor_first = (hints or {}).get(e.name, (hints or {}).get("*", ()))
     clean_jobs = {id(j): j for j in checks if not j.kernel.startswith(SANITY_PREFIX)}
     clean_left = {op: sum(j.op == op for j in clean_jobs.values()) for op in ops}
     started = time.monotonic()
@@ -353,6 +355,29 @@ def memcheck_survivors(outcomes: list[Outcome], *, parallel: int, on_done: Calla
         return {"available": True, "checked": looked, "killed": killed, "interrupted": True}
     pool.shutdown(wait=True)
     return {"available": True, "checked": len(survivors), "killed": killed}
+
+
+HINTS_SHARED = 3  # the cases that killed the most mutants last time, tried after a mutant's own
+
+
+def floor_hints(kills: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """Per mutant, the floor cases to try first: the case that killed it last time on this
+    backend, then the cases that killed the most mutants ("*": for a mutant never seen).
+    Only the order of the floor changes (harness.suite), never the suite or the verdict: a
+    campaign with hints kills the same mutants, mostly with one compiled case each."""
+    counts: dict[str, int] = {}
+    for case_id in kills.values():
+        counts[case_id] = counts.get(case_id, 0) + 1
+    shared = tuple(sorted(counts, key=lambda c: (-counts[c], c))[:HINTS_SHARED])
+    hints = {name: tuple(dict.fromkeys((case_id, *shared))) for name, case_id in kills.items()}
+    hints["*"] = shared
+    return hints
+
+
+def observed_kills(outcomes: list[Outcome]) -> dict[str, str]:
+    """mutant -> the case that detected it, for the next campaign's ``floor_hints``."""
+    return {o.entry.name: o.killed_by["case_id"] for o in outcomes
+            if o.status.detected and o.killed_by and ":" in o.killed_by.get("case_id", "")}
 
 
 def score(outcomes: list[Outcome]) -> float | None:

@@ -42,6 +42,7 @@ class Job:
     shard: int = 0  # this job runs the cases of shard ``shard`` of ``shards`` (harness.suite)
     shards: int = 1
     fresh: bool = False  # a worker of its own, closed after it (code the harness cannot vouch for)
+    floor_first: tuple[str, ...] = ()  # floor case ids to run first (harness.suite; order only)
 
     @property
     def label(self) -> str:

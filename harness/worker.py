@@ -68,6 +68,7 @@ def run_job(job: dict, index: int, out: _Out, be) -> None:
         only_case=Case.parse(job["case"]) if job.get("case") else None,
         stop_at_first_failure=job["stop_at_first_failure"],
         shard=(job.get("shard", 0), job.get("shards", 1)),
+        floor_first=tuple(job.get("floor_first", ())),
         progress=progress,
         on_start=on_start,
     )

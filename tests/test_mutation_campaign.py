@@ -109,3 +109,27 @@ def test_every_equivalence_mark_names_a_current_mutant_with_its_current_diff():
         assert name in current, f"{name} in equivalent.toml is not a generated mutant any more"
         assert mark["fingerprint"] == current[name], f"{name}: diff changed; judge it again and update its fingerprint"
         assert len(mark["reason"]) > 40
+
+
+def test_floor_hints_put_each_mutants_own_kill_first_then_the_most_killing_cases():
+    kills = {"m1": "op:a", "m2": "op:a", "m3": "op:b", "m4": "op:c"}
+    hints = campaign.floor_hints(kills)
+    assert hints["m3"] == ("op:b", "op:a", "op:c")  # its own case, then by kill count (ties by id)
+    assert hints["m1"] == ("op:a", "op:b", "op:c")  # no duplicates
+    assert hints["*"] == ("op:a", "op:b", "op:c")  # for a mutant never seen
+    assert campaign.floor_hints({}) == {"*": ()}
+
+
+def test_observed_kills_keep_real_cases_only(tmp_path):
+    from harness.registry import REGISTRY
+
+    entry = REGISTRY.get("rmsnorm", "triton_rmsnorm")
+    import dataclasses
+
+    def outcome(name, status, case):
+        return campaign.Outcome(dataclasses.replace(entry, name=name), status,
+                                {"check": "forward", "case_id": case, "repro": ""} if case else None)
+
+    outcomes = [outcome("a", campaign.Status.KILLED, "rmsnorm:M=1,N=1"), outcome("b", campaign.Status.CRASHED, "(between cases)"),
+                outcome("c", campaign.Status.SURVIVED, None)]
+    assert campaign.observed_kills(outcomes) == {"a": "rmsnorm:M=1,N=1"}

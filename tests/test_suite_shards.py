@@ -24,3 +24,16 @@ def test_shards_partition_the_unsharded_case_set(backend, device):
 def test_a_shard_outside_the_count_is_refused(backend, device):
     with pytest.raises(ValueError, match="shard 3 of 3"):
         case_ids(backend, device, (3, 3))
+
+
+def test_floor_first_changes_the_order_only(backend, device):
+    from harness.registry import REGISTRY
+
+    spec, entry = REGISTRY.op("rmsnorm"), REGISTRY.get("rmsnorm", "triton_rmsnorm")
+    floor = [c.id for c in spec.floor_cases(backend=backend.name)]
+    wanted = [floor[7], "rmsnorm:not-a-floor-case", floor[3]]
+    seen = []
+    run_suite(spec, entry, backend=backend.name, device=device, seed=0, max_examples=0, floor_first=wanted,
+              on_start=lambda case: seen.append(case.id))
+    assert seen[:2] == [floor[7], floor[3]]  # the hints first, unknown ids ignored
+    assert sorted(seen) == sorted(floor)  # the same cases, each once

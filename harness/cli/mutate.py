@@ -10,7 +10,10 @@ forced failure passes it; the report says which); 2 on bad usage.
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
+from pathlib import Path
 
 from harness.cli import common
 from harness.errors import UsageError
@@ -47,11 +50,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-score", type=fraction, default=1.0, metavar="FRACTION",
                    help="exit 1 if the mutation score is below this (default: 1.0)")
     p.add_argument("--case", metavar="CASE_ID", help="run only this case (the repro of a kill)")
+    p.add_argument("--kill-cache", default=None, metavar="PATH|none",
+                   help="where the cases that killed each mutant are kept between campaigns, to try them first "
+                        "(only the floor's order changes; default: REPORT_DIR/kill_cache.json; none: off)")
     p.add_argument("--no-memcheck", action="store_true",
                    help="on a GPU, skip the compute-sanitizer memcheck second look at survivors")
     p.add_argument("--isolate", action="store_true",
                    help="a fresh worker process for every mutant (default: a healthy worker runs mutant after "
                         "mutant; a crash, hang or CUDA error still costs only that worker)")
+
+
+def _read_kill_cache(path: Path | None) -> dict:
+    """The kill cache, or an empty one if it is off, missing or unreadable (it only orders cases)."""
+    if path is None or not path.exists():
+        return {"format": 1, "backends": {}}
+    try:
+        data = json.loads(path.read_text())
+        if data.get("format") == 1 and isinstance(data.get("backends"), dict):
+            return data
+    except (OSError, ValueError, AttributeError):
+        pass
+    print(f"mutate: warning: ignoring the unreadable kill cache {path}", file=sys.stderr)
+    return {"format": 1, "backends": {}}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,8 +102,11 @@ def run(args: argparse.Namespace) -> int:
     equivalent = campaign.load_equivalent()
     runnable = [e for e in entries if not campaign.is_marked(e, equivalent, backend.name)]
     parallel = common.mutate_jobs(args.jobs, backend, max(2, len(runnable)))
+    cache_path = None if args.kill_cache == "none" else Path(args.kill_cache or Path(args.report_dir) / "kill_cache.json")
+    cache = _read_kill_cache(cache_path)
+    kills = cache.setdefault("backends", {}).setdefault(backend.name, {})
     settings = dict(backend=backend.name, seed=args.seed, max_examples=max_examples, plugins=args.plugin,
-                    parallel=parallel, modules=modules, reuse=not args.isolate)
+                    parallel=parallel, modules=modules, reuse=not args.isolate, hints=campaign.floor_hints(kills))
     header = environment.header(backend.describe(), seed=args.seed)
     header["max_examples"] = max_examples
     header["workers"] = {"count": parallel, "reuse": not args.isolate}
@@ -102,9 +125,20 @@ def run(args: argparse.Namespace) -> int:
     sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
               "timeouts": check.timeouts, "runs": check.details}
 
+    header["kill_cache"] = {"path": str(cache_path) if cache_path else None, "hinted": len(kills)}
+
     def finish(refused: str | None = None, *, scored: bool = True) -> dict:
-        """Build, write and print mutation.json: scored with the outcomes, or refused with none."""
+        """Build, write and print mutation.json: scored with the outcomes, or refused with none;
+        keep this campaign's kills for the next one."""
         kept = outcomes if scored else []
+        if cache_path is not None and kept:
+            for o in kept:
+                kills.pop(o.entry.name, None)
+            kills.update(campaign.observed_kills(kept))
+            try:
+                writer.write_json(cache_path.parent, cache_path.name, cache)
+            except OSError as exc:
+                print(f"mutate: warning: could not write the kill cache {cache_path}: {exc}", file=sys.stderr)
         report = mutation_report.build(
             header, mutants=[o.to_dict() for o in kept], score=campaign.score(kept) if scored else None,
             min_score=args.min_score, sanity=sanity, kill_matrix=campaign.kill_matrix(kept),
