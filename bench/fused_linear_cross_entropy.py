@@ -1,10 +1,11 @@
-"""Fused linear + cross-entropy benchmark: the project's kernel, torch eager and Liger-Kernel.
+"""Fused linear + cross-entropy benchmark: the project's kernels, torch eager and Liger-Kernel.
 
 Signature of every implementation: ``f(x[N, D], weight[V, D], target[N], ignore_index) -> loss``.
 The figure that matters is extra peak memory (torch materialises the N x V logits, twice in
 fp32); time is compute-bound: a matmul of 2*N*D*V FLOP per pass. Forward computes the logits
 once; forward+backward needs at least three such matmuls (logits, dx, dW); the project's
-kernel recomputes the logits in its backward, so it runs four.
+tl.dot kernel (triton_flce) recomputes the logits in its backward, so it runs four; the hybrid
+(triton_flce_hybrid) runs three on cuBLAS and computes the gradients in its forward.
 Reference figures (H200, from the shared notes): at N=16384, D=4096, V=128256 bf16, torch
 25.25 GB extra and 100.4 ms, Liger 1.32 GB and 89.3 ms, three-matmul floor about 65 ms.
 """
@@ -74,9 +75,11 @@ def workloads() -> list[Workload]:
 
 def implementations() -> dict:
     from kernels.fused_linear_ce import fused_linear_cross_entropy
+    from kernels.fused_linear_ce_hybrid import fused_linear_cross_entropy_hybrid
 
     return {
         "triton_flce (project)": fused_linear_cross_entropy,
+        "triton_flce_hybrid (project)": fused_linear_cross_entropy_hybrid,
         "torch eager (logits materialised)": torch_eager,
         "liger fused linear CE": _liger(),
     }

@@ -50,12 +50,13 @@ SHAPES_EDGE = [(1, 1, 1), (1, 40, 129)]  # one class (loss 0); one row, V = tile
 SHAPES_NOALIGN = [(37, 65, 257), (17, 33, 63)]  # D and V not multiples of their tiles
 SHAPES_ALIGNED = [(64, 64, 256)]  # every dimension a multiple of the tiles
 SHAPES_CHUNKED = [(96, 24, 300)]  # V >> D: the backward runs six row chunks
+SHAPES_WIDE_VOCAB = [(5, 16, 2051)]  # V = 2 * 1024 + 3: a row's softmax walks three 1024-wide tiles
 SHAPES_GPU_CONCURRENCY = [
     (4096, 64, 4096, torch.bfloat16, "ascending"),
     (4096, 96, 1000, torch.float32, "normal"),
     (4099, 80, 2051, torch.float16, "mixed_scale"),
 ]
-SHAPE_ALL_IGNORED = (17, 33, 63)
+SHAPES_ALL_IGNORED = [(17, 33, 63), (3, 2, 1)]  # every row ignored; also with a single class
 IGNORE_INDEX = (-100, -1, 0)
 
 
@@ -75,7 +76,7 @@ class FusedLinearCrossEntropySpec(OpSpec):
         )
 
     def floor_cases(self, *, backend: str) -> list[Case]:
-        shapes = SHAPES_EDGE + SHAPES_NOALIGN + SHAPES_ALIGNED + SHAPES_CHUNKED
+        shapes = SHAPES_EDGE + SHAPES_NOALIGN + SHAPES_ALIGNED + SHAPES_CHUNKED + SHAPES_WIDE_VOCAB
         cases = []
         i = 0
         for dtype in strategies.DTYPES:
@@ -86,9 +87,9 @@ class FusedLinearCrossEntropySpec(OpSpec):
                 ii = (IGNORE_INDEX + (v - 1,))[i % 4]
                 cases.append(self.case(n, d, v, dtype, layout, kind, ignored, ii, seed=2000 + i))
                 i += 1
-            n, d, v = SHAPE_ALL_IGNORED
-            cases.append(self.case(n, d, v, dtype, "contiguous", "normal", "all", -100, seed=2000 + i))
-            i += 1
+            for n, d, v in SHAPES_ALL_IGNORED:
+                cases.append(self.case(n, d, v, dtype, "contiguous", "normal", "all", -100, seed=2000 + i))
+                i += 1
         if backend == "cuda":
             # Many programs at once, only affordable on a GPU: 4096 rows make the forward's programs
             # walk several vocabulary tiles each (the online rescale of the running sum matters:
