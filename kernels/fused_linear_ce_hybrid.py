@@ -89,14 +89,39 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+_MM_MODE: dict[str, str] = {}
+
+
+def _mm_mode(device: torch.device) -> str:
+    """How this torch does a 16-bit GEMM with an fp32 result on ``device``, probed once:
+    ``out`` (torch.mm's out_dtype into a given buffer), ``copy`` (out_dtype, then a copy), or
+    ``upcast`` (an fp32 GEMM on upcast operands: correct, slower, more memory)."""
+    key = str(device)
+    if key not in _MM_MODE:
+        a = torch.ones((2, 2), dtype=torch.bfloat16, device=device)
+        out = torch.empty((2, 2), dtype=torch.float32, device=device)
+        try:
+            torch.mm(a, a, out_dtype=torch.float32, out=out)
+            _MM_MODE[key] = "out"
+        except (TypeError, RuntimeError, NotImplementedError):
+            try:
+                torch.mm(a, a, out_dtype=torch.float32)
+                _MM_MODE[key] = "copy"
+            except (TypeError, RuntimeError, NotImplementedError):
+                _MM_MODE[key] = "upcast"
+    return _MM_MODE[key]
+
+
 def _mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """a @ b with fp32 accumulation and an fp32 result: cuBLAS's mixed-precision GEMM on CUDA
     (torch.mm's out_dtype), an fp32 product elsewhere (the interpreter runs on the CPU)."""
-    if a.dtype == torch.float32 or a.device.type != "cuda":
+    mode = "upcast" if a.dtype == torch.float32 or a.device.type != "cuda" else _mm_mode(a.device)
+    if mode == "upcast":
         return torch.mm(a.float(), b.float(), out=out)
-    if out is None:
-        return torch.mm(a, b, out_dtype=torch.float32)
-    return torch.mm(a, b, out_dtype=torch.float32, out=out)
+    if mode == "out" and out is not None:
+        return torch.mm(a, b, out_dtype=torch.float32, out=out)
+    result = torch.mm(a, b, out_dtype=torch.float32)
+    return result if out is None else out.copy_(result)
 
 
 def _chunk_rows(n: int, v: int) -> int:
