@@ -1,0 +1,30 @@
+"""Liger-Kernel's fused linear cross-entropy as an outside kernel: differential testing of a
+third-party implementation against the float64 oracle, through the public plugin API.
+
+    pip install liger-kernel            # not a dependency of the harness
+    python -m harness verify --op fused_linear_cross_entropy --plugin examples/plugins/liger_flce.py --select liger_flce
+
+Runs on a GPU, and under the Triton interpreter on the CPU (small cases). Without
+liger-kernel the plugin fails to import and verify says so (exit 2).
+"""
+
+import torch
+
+from harness import Contract, register_kernel
+
+try:
+    from liger_kernel.ops.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyFunction
+except ImportError as exc:  # the loader turns this into a one-line usage error
+    raise ImportError(f"liger-kernel is not installed ({exc}); pip install liger-kernel to verify it") from None
+
+
+@register_kernel(
+    "fused_linear_cross_entropy",
+    name="liger_flce",
+    contract=Contract(dtypes=(torch.float32, torch.float16, torch.bfloat16), max_n=65536),
+    description="Liger-Kernel's LigerFusedLinearCrossEntropyFunction (third party)",
+)
+def liger_flce(x, weight, target, ignore_index=-100):
+    # positional (input, weight, target, bias, ce_weight, ignore_index); newer versions return a tuple
+    out = LigerFusedLinearCrossEntropyFunction.apply(x, weight, target, None, None, ignore_index)
+    return out[0] if isinstance(out, tuple) else out
