@@ -88,3 +88,14 @@ def test_crashing_and_hanging_kernels_are_recorded_and_the_run_finishes(tmp_path
     assert "SIGSEGV" in messages["segfaults"] and "SIGABRT" in messages["aborts"] and "killed" in messages["hangs"]
     crash = next(c for c in report["cases"] if c["kernel"] == "segfaults" and c["check"] == "crash")
     assert crash["case_id"].startswith("rmsnorm:") and "--case" in crash["repro"]
+
+
+def test_the_liger_example_without_liger_says_what_to_install(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("liger_kernel") is not None:
+        pytest.skip("liger-kernel is installed here: the example runs instead of failing")
+    proc = harness("verify", "--backend", "interpreter", "--plugin", "examples/plugins/liger_flce.py",
+                   "--report-dir", str(tmp_path / "out"), timeout=120)
+    assert proc.returncode == 2 and "pip install liger-kernel" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
