@@ -268,15 +268,17 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                         continue
                     index, job = pending.pop(0)
                     while True:
+                        started = False
                         if worker is None or not reuse or job.fresh or not worker.usable_for(_key(job)):
                             if worker is not None:
                                 worker.close()
                             serial += 1
                             env = worker_env(job, slot, gpus, os.environ, threads=(os.cpu_count() or 1) // max(1, parallel))
                             worker = workers[slot] = _Worker(slot, _key(job), workdir, env, serial)
-                        if worker.assign(index, job):
-                            break
-                        worker.kill()  # it died between jobs: start another for this one
+                            started = True
+                        if worker.assign(index, job) or started:
+                            break  # a fresh worker already gone is polled below: crash, with its log
+                        worker.kill()  # a reused worker died between jobs: start another for this one
                         worker = None
                 time.sleep(0.05)
                 for slot, run in list(workers.items()):

@@ -95,3 +95,12 @@ def test_mutate_jobs_default_is_the_issue_contract_and_auto_fills_the_machine(mo
     assert common.jobs_arg("auto") == "auto" and common.jobs_arg("3") == 3
     with pytest.raises(argparse.ArgumentTypeError):
         common.jobs_arg("0")
+
+
+def test_a_worker_that_cannot_start_is_a_crash_not_an_endless_retry(monkeypatch):
+    import sys as _sys
+
+    monkeypatch.setattr(_sys, "executable", "/bin/false")  # every worker exits at once, status 1
+    results = run_jobs([small("triton_rmsnorm"), small("triton_rmsnorm")], parallel=1)
+    assert [r.status for r in results] == ["crashed", "crashed"]
+    assert "exited with status 1" in results[0].records[-1].message
