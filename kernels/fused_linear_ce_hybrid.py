@@ -173,8 +173,11 @@ def _forward(x, weight, target, ignore_index, need_dx, need_dw):
 
 class HybridFusedLinearCrossEntropyFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, target, ignore_index):
-        loss, dx, dw = _forward(x, weight, target, ignore_index, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+    def forward(ctx, x, weight, target, ignore_index, grad_enabled):
+        # under torch.no_grad() (an evaluation loss) needs_input_grad still says True for
+        # parameters: the caller's grad mode decides whether the gradients are worth computing
+        need_dx, need_dw = grad_enabled and ctx.needs_input_grad[0], grad_enabled and ctx.needs_input_grad[1]
+        loss, dx, dw = _forward(x, weight, target, ignore_index, need_dx, need_dw)
         ctx.grads = (dx, dw)  # not save_for_backward: they are results, not inputs to re-check
         return loss
 
@@ -186,7 +189,7 @@ class HybridFusedLinearCrossEntropyFunction(torch.autograd.Function):
             scale = upstream.to(torch.float32)
             dx = None if dx is None else (dx.float() * scale).to(dx.dtype)
             dw = None if dw is None else (dw * scale).to(dw.dtype)
-        return dx, dw, None, None
+        return dx, dw, None, None, None
 
 
 @register_kernel(
@@ -201,4 +204,4 @@ def fused_linear_cross_entropy_hybrid(
 ) -> torch.Tensor:
     """cross_entropy(x @ weight.T, target, ignore_index=ignore_index), mean over non-ignored rows."""
     check_contract(x, weight, target, ignore_index)
-    return HybridFusedLinearCrossEntropyFunction.apply(x, weight, target, ignore_index)
+    return HybridFusedLinearCrossEntropyFunction.apply(x, weight, target, ignore_index, torch.is_grad_enabled())

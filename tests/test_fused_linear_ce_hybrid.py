@@ -73,3 +73,18 @@ def test_all_ignored_gives_nan_loss_and_zero_gradients(device):
     loss = h.fused_linear_cross_entropy_hybrid(x, w, t)
     dx, dw = torch.autograd.grad(loss, (x, w))
     assert torch.isnan(loss) and not dx.any() and not dw.any()
+
+
+def test_no_gradient_work_under_no_grad(device, monkeypatch):
+    # an evaluation loss under torch.no_grad() must not compute (and hold) dx and dW
+    seen = []
+    original = h._forward
+    monkeypatch.setattr(h, "_forward", lambda *a: seen.append(a[4:6]) or original(*a))
+    x = torch.randn(4, 8, device=device, requires_grad=True)
+    w = torch.randn(9, 8, device=device, requires_grad=True)
+    t = torch.randint(0, 9, (4,), device=device)
+    with torch.no_grad():
+        no_grad_loss = h.fused_linear_cross_entropy_hybrid(x, w, t)
+    loss = h.fused_linear_cross_entropy_hybrid(x, w, t)
+    assert seen == [(False, False), (True, True)]
+    assert torch.equal(no_grad_loss, loss.detach())
