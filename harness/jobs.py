@@ -145,6 +145,7 @@ class _Worker:
         self.cases_run = 0
         self.current: str | None = None
         self.done = False
+        self.begun = False  # the worker read the job (a worker that dies before has not run it)
         self.started = time.monotonic()
         self.log_start = self.log.stat().st_size if self.log.exists() else 0
         try:
@@ -165,11 +166,13 @@ class _Worker:
         self.offset += len(complete.encode())
         for line in filter(None, complete.split("\n")):
             event = json.loads(line)
-            if event["event"] == "retire":
+            if event["event"] == "retire" or (event["event"] == "done" and event.get("retire")):
                 self.retired = True
             if event.get("job") != self.index or self.job is None:
                 continue
-            if event["event"] == "start":
+            if event["event"] == "begin":
+                self.begun = True
+            elif event["event"] == "start":
                 self.current = event["case_id"]
             elif event["event"] == "record":
                 self.records.append(CaseRecord.from_dict(event["record"]))
@@ -257,6 +260,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
     pending = list(enumerate(jobs))
     workers: dict[int, _Worker] = {}  # slot -> worker (idle or running a job)
     results: dict[int, JobResult] = {}
+    index_retries: dict[int, int] = {}
     serial = 0
     with tempfile.TemporaryDirectory(prefix="harness-jobs-") as tmp:
         workdir = Path(tmp)
@@ -304,6 +308,14 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                         )
                     else:
                         run.read()
+                        if not run.done and not run.begun and index_retries.get(run.index, 0) < 1:
+                            # the worker was gone before it read the job: run it again, once, elsewhere
+                            index_retries[run.index] = index_retries.get(run.index, 0) + 1
+                            pending.insert(0, (run.index, run.job))
+                            run.release()
+                            run.kill()
+                            del workers[slot]
+                            continue
                         status = "ok" if run.done else "crashed"
                         if status == "crashed":
                             tail = run.log_tail()

@@ -3,9 +3,10 @@
 Started by harness.jobs with TRITON_INTERPRET already set for the interpreter backend. Each
 stdin line is ``{"index": i, "job": {...}}``; the worker loads the registry (plugins, extra
 modules) once, runs each job's suite and writes one JSON line per event, tagged with the
-job's index, flushed at once, so a crash loses nothing already found. After each job it
-checks that its device still works; if not it writes ``retire`` and exits, so the next job
-runs in a fresh process. It exits when stdin ends.
+job's index, flushed at once, so a crash loses nothing already found. It acknowledges each
+job (``begin``); after each job it checks that its device still works and says so in the
+job's ``done`` (``retire``: why not), exiting if not, so the next job runs in a fresh
+process. It exits when stdin ends.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def serve(out_path: str) -> int:
             continue
         message = json.loads(line)
         index, job = message["index"], message["job"]
+        out.emit("begin", job=index)  # the parent knows the job reached a live worker
         if be is None:
             from harness import backend as backends
 
@@ -102,10 +104,9 @@ def serve(out_path: str) -> int:
             out.emit("retire", job=index, reason="a job with other plugins or modules")
             return 3
         run_job(job, index, out, be)
-        out.emit("done", job=index)
-        problem = health(be)
+        problem = health(be)  # before "done": the parent must know before it hands out the next job
+        out.emit("done", job=index, retire=problem)
         if problem:
-            out.emit("retire", job=index, reason=problem)
             return 0
     return 0
 

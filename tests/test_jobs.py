@@ -104,3 +104,13 @@ def test_a_worker_that_cannot_start_is_a_crash_not_an_endless_retry(monkeypatch)
     results = run_jobs([small("triton_rmsnorm"), small("triton_rmsnorm")], parallel=1)
     assert [r.status for r in results] == ["crashed", "crashed"]
     assert "exited with status 1" in results[0].records[-1].message
+
+
+def test_a_worker_that_fails_its_health_check_is_retired_before_the_next_job():
+    plugin = "tests/fixtures/retiring_plugin.py"
+    jobs = [Job(op="rmsnorm", kernel=k, backend="interpreter", seed=0, max_examples=0, plugins=(plugin,), case=SMALL,
+                timeout=120.0) for k in ("poisons_its_worker", "triton_rmsnorm", "triton_rmsnorm")]
+    results = run_jobs(jobs, parallel=1)
+    assert [r.status for r in results] == ["ok", "ok", "ok"] and all(r.passed for r in results)
+    assert results[1].pid != results[0].pid  # retired after the poisoning job
+    assert results[2].pid == results[1].pid  # the fresh worker is healthy and is reused
