@@ -142,3 +142,24 @@ def test_a_finding_is_reported_against_the_case_running_when_it_appeared(tmp_pat
     r = sanitize.sanitize_one(str(fake), "rmsnorm", "triton_rmsnorm", "memcheck", cases=2, timeout=300)
     assert r["errors"] == 1 and not r["clean"] and r["findings"] == ["========= Invalid __global__ read of size 4 bytes"]
     assert r["first_finding_case"].startswith("rmsnorm:M=1,N=1,dtype=float16")  # the second (last started) case
+
+
+def test_a_plugin_kernel_can_be_sanitized(tmp_path, monkeypatch):
+    # users' kernels are the ones that most need a memory checker on a GPU (no interpreter guard there)
+    import json
+    import stat
+
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text("#!/bin/sh\nwhile [ \"$1\" != \"${1#--}\" ]; do shift 2; done\n\"$@\"\nrc=$?\n"
+                    "echo '========= ERROR SUMMARY: 0 errors'\nexit $rc\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    from harness.cli import sanitize
+
+    monkeypatch.setattr(sanitize, "_sanitizer", lambda: str(fake))
+    rc = main(["sanitize", "--tools", "memcheck", "--plugin", "examples/plugins/tutorial_rmsnorm.py",
+               "--select", "tutorial_rmsnorm", "--cases", "2", "--report-dir", str(tmp_path)])
+    report = json.loads((tmp_path / "sanitize.json").read_text())
+    assert rc == 0, report["runs"][0]["output_tail"]
+    (run,) = report["runs"]
+    assert run["kernel"] == "tutorial_rmsnorm" and run["clean"] and len(run["driver_lines"]) == 3
+    assert "--plugin" in run["command"]

@@ -1,4 +1,5 @@
-"""``python -m harness sanitize``: the project's kernels under NVIDIA compute-sanitizer (GPU only).
+"""``python -m harness sanitize``: kernels under NVIDIA compute-sanitizer (GPU only): the project's,
+and those of ``--plugin`` files.
 
 For every project kernel and every tool (memcheck: out-of-bounds and misaligned accesses;
 racecheck: shared-memory hazards inside a program, e.g. a reduction missing a barrier), a
@@ -30,7 +31,7 @@ from harness.errors import UsageError
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 NAME = "sanitize"
-HELP = "run the project's kernels under compute-sanitizer (memcheck, racecheck) and report per kernel; needs a GPU"
+HELP = "run kernels (the project's and --plugin ones) under compute-sanitizer (memcheck, racecheck), per kernel; needs a GPU"
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 DEFAULT_TOOLS = "memcheck,racecheck"
 ERROR_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?")
@@ -47,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per kernel and tool (default: 300)")
     p.add_argument("--report-dir", default=common.DEFAULT_REPORT_DIR, metavar="DIR",
                    help=f"where sanitize.json goes (default: {common.DEFAULT_REPORT_DIR})")
+    p.add_argument("--plugin", action="append", default=[], metavar="PATH",
+                   help="Python file that registers kernels (repeatable): sanitize your own kernels too")
     p.add_argument("--mutants", action="store_true",
                    help="--select picks mutants (catalog and generated) instead of project kernels: how the "
                         "campaign shows a GPU survivor's out-of-bounds access")
@@ -75,14 +78,15 @@ def pick_cases(cases: list, count: int) -> list:
     return list(cases[::step])[:count]
 
 
-def _driver(target: str, count: int, mutants: bool = False) -> int:
+def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, ...] = ()) -> int:
     from harness import backend as backends
 
     backend = backends.select("auto")  # the parent checked for a GPU; auto lets tests drive it on the CPU
-    from harness.registry import REGISTRY, load_project_kernels
+    from harness import loader
+    from harness.registry import REGISTRY
     from harness.runner import run_case
 
-    load_project_kernels()
+    loader.load_all(plugins=plugins)
     if mutants:
         from harness import campaign
 
@@ -138,14 +142,15 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def sanitize_one(sanitizer: str, op: str, name: str, tool: str, *, cases: int, timeout: float, mutants: bool = False,
-                 running: list | None = None) -> dict:
+                 plugins: tuple[str, ...] = (), running: list | None = None) -> dict:
     """One kernel (or mutant) under one compute-sanitizer tool: a child process drives ``cases``
     floor cases; the verdict comes from the sanitizer's summary and the driver's end. The child
     is listed in ``running`` while it runs, so an interrupted caller can kill it (``_kill``)."""
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
     env.pop("TRITON_INTERPRET", None)
     cmd = [sanitizer, "--tool", tool, "--print-limit", "100", sys.executable, "-m", "harness", "sanitize",
-           "--driver", f"{op}/{name}", "--cases", str(cases), *(["--mutants"] if mutants else [])]
+           "--driver", f"{op}/{name}", "--cases", str(cases), *(["--mutants"] if mutants else []),
+           *(arg for path in plugins for arg in ("--plugin", os.path.abspath(path)))]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
                             start_new_session=True)
@@ -200,7 +205,7 @@ def available() -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     if args.driver:
-        return _driver(args.driver, args.cases, args.mutants)
+        return _driver(args.driver, args.cases, args.mutants, tuple(args.plugin))
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     unknown = [t for t in tools if t not in TOOLS]
     if unknown or not tools:
@@ -209,25 +214,26 @@ def run(args: argparse.Namespace) -> int:
     from harness import backend as backends
 
     backend = backends.select("auto")
-    from harness.registry import REGISTRY, load_project_kernels
+    from harness import loader
+    from harness.registry import REGISTRY
     from reports import environment, writer
 
-    load_project_kernels()
+    loader.load_all(plugins=args.plugin)
     if args.mutants:
         from harness import campaign
 
         campaign.load_mutants()
         entries = campaign.select(None, args.select)
     else:
-        entries = [e for e in REGISTRY.select(kind="kernel", pattern=args.select) if e.origin == "project"]
+        entries = REGISTRY.select(kind="kernel", pattern=args.select)  # the project's, and the plugins'
     if not entries:
-        raise UsageError(f"--select {args.select!r} matches no {'mutant' if args.mutants else 'project kernel'}")
+        raise UsageError(f"--select {args.select!r} matches no {'mutant' if args.mutants else 'kernel'}")
     runs = []
     for entry in entries:
         for tool in tools:
             print(f"sanitize: {tool} on {entry.op}/{entry.name} ...", flush=True)
             r = sanitize_one(sanitizer, entry.op, entry.name, tool, cases=args.cases, timeout=args.timeout,
-                             mutants=args.mutants)
+                             mutants=args.mutants, plugins=tuple(args.plugin))
             runs.append(r)
             verdict = "clean" if r["clean"] else f"FINDINGS ({r['errors']} errors)" if r["errors"] else f"FAILED: {r['problem']}"
             print(f"  {verdict}  in {r['seconds']} s", flush=True)
