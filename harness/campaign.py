@@ -252,7 +252,7 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
         # a plugin's mutant is outside code that may patch global state: it gets a worker of its
         # own; the project's mutants are copies of a module, executed apart, and share workers
         job.fresh = e.origin == "plugin"
-        job.floor_first = (hints or {}).get(e.name, (hints or {}).get("*", ()))
+        job.floor_first = hints.get(e.name, hints.get("*", ())) if hints else ()
     clean_jobs = {id(j): j for j in checks if not j.kernel.startswith(SANITY_PREFIX)}
     clean_left = {op: sum(j.op == op for j in clean_jobs.values()) for op in ops}
     started = time.monotonic()
@@ -310,10 +310,10 @@ def memcheck_survivors(outcomes: list[Outcome], *, parallel: int, on_done: Calla
     ``memcheck``, with the case it happened in and a repro. Returns what was done, for the report."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from harness.cli.sanitize import available, sanitize_one
+    from harness import sanitizer as sanitizers
 
     survivors = [o for o in outcomes if o.status is Status.SURVIVED]
-    sanitizer = available()
+    sanitizer = sanitizers.available()
     if not survivors or sanitizer is None:
         for o in survivors:
             o.note = "compute-sanitizer not available: no memcheck second look"
@@ -322,7 +322,7 @@ def memcheck_survivors(outcomes: list[Outcome], *, parallel: int, on_done: Calla
     running: list = []
 
     def look(o: Outcome) -> dict:
-        return sanitize_one(sanitizer, o.entry.op, o.entry.name, "memcheck", cases=MEMCHECK_CASES,
+        return sanitizers.run_one(sanitizer, o.entry.op, o.entry.name, "memcheck", cases=MEMCHECK_CASES,
                             timeout=MEMCHECK_TIMEOUT_S, mutants=True, running=running)
 
     killed, looked = 0, 0
@@ -345,11 +345,9 @@ def memcheck_survivors(outcomes: list[Outcome], *, parallel: int, on_done: Calla
             if on_done:
                 on_done(o)
     except KeyboardInterrupt:  # stopped (Ctrl-C, SIGTERM): kill the sanitizer runs, keep what was seen
-        from harness.cli.sanitize import _kill
-
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in list(running):
-            _kill(proc)
+            sanitizers.kill(proc)
         for o in survivors[looked:]:
             o.note = "memcheck second look interrupted before this mutant"
         return {"available": True, "checked": looked, "killed": killed, "interrupted": True}

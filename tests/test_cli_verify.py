@@ -26,6 +26,7 @@ def harness(*args, timeout=600):
     [
         (["verify", "--op", "nope"], "unknown op 'nope'"),
         (["verify", "--backend", "tpu"], "unknown backend 'tpu'"),
+        (["verify", "--shards", "0"], "--shards: expected a whole number >= 1"),
         (["verify", "--plugin", "does/not/exist.py"], "plugin file not found"),
         (["verify", "--plugin", "tests/fixtures/broken_plugin.py"], "failed to import (line 5): RuntimeError"),
         (["verify", "--plugin", "tests/fixtures/duplicate_plugin.py"], "duplicate name 'triton_rmsnorm'"),

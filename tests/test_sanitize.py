@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.cli.sanitize import parse_summary, pick_cases
+from harness.cli.sanitize import pick_cases
+from harness.sanitizer import parse_summary
 
 MEMCHECK_BAD = """========= COMPUTE-SANITIZER
 ========= Invalid __global__ read of size 4 bytes
@@ -65,9 +66,9 @@ def test_whole_flow_with_a_stand_in_sanitizer(tmp_path, monkeypatch, capsys):
     fake.write_text("#!/bin/sh\nwhile [ \"$1\" != \"${1#--}\" ]; do shift 2; done\n\"$@\"\nrc=$?\n"
                     "echo '========= ERROR SUMMARY: 0 errors'\nexit $rc\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    from harness.cli import sanitize
+    from harness import sanitizer
 
-    monkeypatch.setattr(sanitize, "_sanitizer", lambda: str(fake))
+    monkeypatch.setattr(sanitizer, "find", lambda: str(fake))
     rc = main(["sanitize", "--tools", "memcheck", "--select", "triton_rmsnorm", "--cases", "2",
                "--report-dir", str(tmp_path)])
     report = json.loads((tmp_path / "sanitize.json").read_text())
@@ -95,10 +96,10 @@ def test_the_driver_runs_a_mutant_when_asked(tmp_path):
 
 def test_without_a_sanitizer_survivors_keep_their_status_and_say_why(monkeypatch):
     from harness import campaign
-    from harness.cli import sanitize
+    from harness import sanitizer
     from harness.registry import REGISTRY
 
-    monkeypatch.setattr(sanitize, "available", lambda: None)
+    monkeypatch.setattr(sanitizer, "available", lambda: None)
     entry = REGISTRY.get("rmsnorm", "triton_rmsnorm")
     survivor = campaign.Outcome(entry, campaign.Status.SURVIVED)
     done = campaign.memcheck_survivors([survivor], parallel=2)
@@ -108,14 +109,14 @@ def test_without_a_sanitizer_survivors_keep_their_status_and_say_why(monkeypatch
 
 def test_a_memcheck_finding_turns_a_survivor_into_a_kill_with_its_case(monkeypatch):
     from harness import campaign
-    from harness.cli import sanitize
+    from harness import sanitizer
     from harness.registry import REGISTRY
 
-    monkeypatch.setattr(sanitize, "available", lambda: "/usr/bin/compute-sanitizer")
+    monkeypatch.setattr(sanitizer, "available", lambda: "/usr/bin/compute-sanitizer")
     finding = {"errors": 3, "clean": False, "problem": "", "seconds": 4.0, "first_finding_case": "rmsnorm:M=3,N=33",
                "findings": ["========= Invalid __global__ read of size 4 bytes"]}
     clean = {"errors": 0, "clean": True, "problem": "", "seconds": 2.0, "first_finding_case": None, "findings": []}
-    monkeypatch.setattr(sanitize, "sanitize_one", lambda s, op, name, tool, **kw: finding if name == "a" else clean)
+    monkeypatch.setattr(sanitizer, "run_one", lambda s, op, name, tool, **kw: finding if name == "a" else clean)
     entry = REGISTRY.get("rmsnorm", "triton_rmsnorm")
     import dataclasses
 
@@ -131,7 +132,7 @@ def test_a_memcheck_finding_turns_a_survivor_into_a_kill_with_its_case(monkeypat
 def test_a_finding_is_reported_against_the_case_running_when_it_appeared(tmp_path, monkeypatch):
     import stat
 
-    from harness.cli import sanitize
+    from harness import sanitizer
 
     fake = tmp_path / "compute-sanitizer"
     fake.write_text("#!/bin/sh\nwhile [ \"$1\" != \"${1#--}\" ]; do shift 2; done\n\"$@\"\nrc=$?\n"
@@ -139,7 +140,7 @@ def test_a_finding_is_reported_against_the_case_running_when_it_appeared(tmp_pat
                     "echo '========= ERROR SUMMARY: 1 error'\nexit $rc\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    r = sanitize.sanitize_one(str(fake), "rmsnorm", "triton_rmsnorm", "memcheck", cases=2, timeout=300)
+    r = sanitizer.run_one(str(fake), "rmsnorm", "triton_rmsnorm", "memcheck", cases=2, timeout=300)
     assert r["errors"] == 1 and not r["clean"] and r["findings"] == ["========= Invalid __global__ read of size 4 bytes"]
     assert r["first_finding_case"].startswith("rmsnorm:M=1,N=1,dtype=float16")  # the second (last started) case
 
@@ -153,9 +154,9 @@ def test_a_plugin_kernel_can_be_sanitized(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\nwhile [ \"$1\" != \"${1#--}\" ]; do shift 2; done\n\"$@\"\nrc=$?\n"
                     "echo '========= ERROR SUMMARY: 0 errors'\nexit $rc\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    from harness.cli import sanitize
+    from harness import sanitizer
 
-    monkeypatch.setattr(sanitize, "_sanitizer", lambda: str(fake))
+    monkeypatch.setattr(sanitizer, "find", lambda: str(fake))
     rc = main(["sanitize", "--tools", "memcheck", "--plugin", "examples/plugins/tutorial_rmsnorm.py",
                "--select", "tutorial_rmsnorm", "--cases", "2", "--report-dir", str(tmp_path)])
     report = json.loads((tmp_path / "sanitize.json").read_text())

@@ -21,13 +21,15 @@ def positive_int(text: str) -> int:
     return value
 
 
-def jobs_arg(text: str) -> int | str:
-    if text == "auto":
-        return text
+def at_least_one(text: str) -> int:
     value = positive_int(text)
     if value < 1:
-        raise argparse.ArgumentTypeError("expected at least 1 worker, or auto")
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
+
+
+def jobs_arg(text: str) -> int | str:
+    return text if text == "auto" else at_least_one(text)
 
 
 def add_backend_and_report_dir(p: argparse.ArgumentParser, *, writes: str) -> None:

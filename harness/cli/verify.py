@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_selection(p)
     p.add_argument("--case", metavar="CASE_ID", help="re-run exactly one case (the id printed in reports)")
     p.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS", help="per-kernel time limit")
-    p.add_argument("--shards", type=common.positive_int, default=None, metavar="K",
+    p.add_argument("--shards", type=common.at_least_one, default=None, metavar="K",
                    help="split each kernel's cases over K workers; the case set is the same for any K "
                         "(default: spare worker slots shared among the kernels)")
 
@@ -44,8 +44,6 @@ def run(args: argparse.Namespace) -> int:
     max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
     parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, len(entries), shardable=case is None)
     shards = 1 if case else (args.shards or max(1, parallel // len(entries)))
-    if shards < 1:
-        raise UsageError("--shards must be at least 1")
     jobs = [
         Job(
             op=e.op, kernel=e.name, backend=backend.name, seed=args.seed, max_examples=max_examples,
