@@ -391,7 +391,8 @@ def register_catalog(op: str, *, kernel: str, module: str, entries: Iterator[dic
     """Register hand-written patches of one project kernel as catalog mutants (public API).
 
     Each item: name, bug_class, why, function (or None for the whole module), and either
-    old/new or patches=[(old, new), ...] applied in order.
+    old/new or patches=[(old, new), ...] applied in order; optionally backends=[...], the only
+    backends where the bug can be observed (a race: ["cuda"]; see campaign.observable_on).
     """
     base = REGISTRY.get(op, kernel)
     for item in entries:
@@ -411,5 +412,6 @@ def register_catalog(op: str, *, kernel: str, module: str, entries: Iterator[dic
                 "diff": diff,
                 "fingerprint": hashlib.sha1(diff.encode()).hexdigest()[:12],
                 "kernel": kernel,
+                **({"backends": list(item["backends"])} if item.get("backends") else {}),
             },
         )(fn)

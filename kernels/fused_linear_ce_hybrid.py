@@ -24,7 +24,14 @@ chosen so the buffer stays under LOGITS_BUFFER_BYTES whatever N is.
 
 In-place G (16-bit inputs): each program owns one row; its second pass reads the fp32 logits
 of a tile [v0, v0 + B) and writes that tile's G to bytes [2 v0, 2 v0 + 2B) of the row, which
-hold fp32 logits [v0 / 2, (v0 + B) / 2): all already read (the current tile or earlier ones).
+hold fp32 logits [v0 / 2, (v0 + B) / 2): all read by the current tile or earlier ones, but not
+necessarily by this thread. The lanes of a tile run in several warps, and nothing orders one
+warp's store after another warp's load of the same bytes (tile 0 stores into its own lower
+half; a warp that runs ahead stores into tiles a slower warp has not loaded yet), so each tile
+waits at a barrier between its loads and its stores. Without it the GPU gives gradients that
+differ from run to run (found by the ``repeatable`` check on the H200, run 12 of
+docs/gpu-runs.md; the interpreter runs a program's lanes together and cannot show it). The
+catalog keeps that bug as a GPU-only mutant.
 
 Contract as kernels/fused_linear_ce.py (checked there, before anything is allocated).
 """
@@ -60,6 +67,7 @@ def _softmax_rows(
     stride_t,
     ignore_index,
     BLOCK: tl.constexpr,
+    IN_PLACE: tl.constexpr,  # G aliases Z with a different element size: barrier before each store
 ):
     row = tl.program_id(0).to(tl.int64)
     z_row = Z + row * stride_zn
@@ -84,6 +92,8 @@ def _softmax_rows(
         z = tl.load(z_row + cols, mask=cols < V, other=0.0)
         g = tl.exp(z - lse) - tl.where(cols == t, 1.0, 0.0)
         g = tl.where(valid, g, 0.0)
+        if IN_PLACE:
+            tl.debug_barrier()  # every warp has loaded this tile before any warp overwrites it
         tl.store(g_row + cols, g.to(G.dtype.element_ty), mask=cols < V)
 
 
@@ -156,7 +166,8 @@ def _forward(x, weight, target, ignore_index, need_dx, need_dw):
             g = buf.view(x.dtype)[:c, :v]
         _softmax_rows[(c,)](
             z, g, target[r0 : r0 + c], loss_rows[r0 : r0 + c], v,
-            z.stride(0), g.stride(0), target.stride(0), ignore_index, BLOCK=min(BLOCK_V, triton.next_power_of_2(v)),
+            z.stride(0), g.stride(0), target.stride(0), ignore_index,
+            BLOCK=min(BLOCK_V, triton.next_power_of_2(v)), IN_PLACE=g.dtype != z.dtype,
         )
         if need_dx:
             dx[r0 : r0 + c] = _mm(g, weight).mul_(inv)

@@ -20,6 +20,17 @@ CATALOG = [
         "softmax's second pass overwrites logits it has not read yet (16-bit dtypes)",
     ),
     dict(
+        name="cat.hybrid_in_place_without_barrier",
+        bug_class="race",
+        function="_softmax_rows",
+        old="            tl.debug_barrier()  # every warp has loaded this tile before any warp overwrites it\n",
+        new="            pass\n",
+        why="G written over the logits with no barrier between a tile's loads and its stores: one "
+        "warp overwrites logits another warp has not loaded yet, so the gradients change from run "
+        "to run (a race only a GPU shows: the interpreter runs a program's lanes together)",
+        backends=["cuda"],
+    ),
+    dict(
         name="cat.hybrid_logits_in_input_dtype",
         bug_class="precision",
         function="_forward",
