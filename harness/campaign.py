@@ -307,7 +307,9 @@ def memcheck_survivors(outcomes: list[Outcome], *, parallel: int, on_done: Calla
     of a buffer nobody reads, changes no output, so the properties cannot see it; the
     interpreter's guard (harness.oob) kills such mutants on the CPU. On the GPU each survivor
     runs a few floor cases under memcheck; a memory error found there is a kill by the check
-    ``memcheck``, with the case it happened in and a repro. Returns what was done, for the report."""
+    ``memcheck``, with the case it happened in and a repro. The cases: MEMCHECK_CASES spread
+    over the floor, then more for the shapes and parameter values those miss (an edge such as
+    V = 1 with every row ignored is where a masked-out read past the end shows). Returns what was done, for the report."""
     from concurrent.futures import ThreadPoolExecutor
 
     from harness import sanitizer as sanitizers
@@ -323,7 +325,7 @@ def memcheck_survivors(outcomes: list[Outcome], *, parallel: int, on_done: Calla
 
     def look(o: Outcome) -> dict:
         return sanitizers.run_one(sanitizer, o.entry.op, o.entry.name, "memcheck", cases=MEMCHECK_CASES,
-                            timeout=MEMCHECK_TIMEOUT_S, mutants=True, running=running)
+                            timeout=MEMCHECK_TIMEOUT_S, mutants=True, running=running, cover=True)
 
     killed, looked = 0, 0
     pool = ThreadPoolExecutor(max(1, parallel))
@@ -337,7 +339,7 @@ def memcheck_survivors(outcomes: list[Outcome], *, parallel: int, on_done: Calla
                 o.killed_by = {
                     "check": "memcheck",
                     "case_id": r["first_finding_case"] or "(memcheck run)",
-                    "repro": f"python -m harness sanitize --mutants --select '{o.entry.name}' --tools memcheck",
+                    "repro": f"python -m harness sanitize --mutants --select '{o.entry.name}' --tools memcheck --cover",
                     "message": "; ".join(r["findings"][:3]) or f"{r['errors']} memcheck errors",
                 }
             else:

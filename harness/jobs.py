@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -233,6 +234,18 @@ def _failure_record(run: _Worker, check: str, message: str) -> CaseRecord:
     )
 
 
+_ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b|Fatal Python error|Segmentation fault)")
+
+
+def _crash_message(code: int, tail: str) -> str:
+    """How the worker ended, its last error line first (reports keep a message's start: a CUDA
+    error raised in the next case's oracle would otherwise be cut off behind its traceback),
+    then the end of what it printed."""
+    head = f"the worker process {_describe_exit(code)}"
+    error = next((line.strip() for line in reversed(tail.splitlines()) if _ERROR_LINE.match(line.strip())), "")
+    return head + (f": {error}" if error else "") + (f"\n{tail}" if tail else "")
+
+
 def _describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -318,10 +331,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                             continue
                         status = "ok" if run.done else "crashed"
                         if status == "crashed":
-                            tail = run.log_tail()
-                            run.records.append(
-                                _failure_record(run, "crash", f"the worker process {_describe_exit(code)}" + (f":\n{tail}" if tail else ""))
-                            )
+                            run.records.append(_failure_record(run, "crash", _crash_message(code, run.log_tail())))
                     job, index = run.job, run.index
                     results[index] = JobResult(job, status, run.records, run.cases_run, round(elapsed, 3), run.log_tail(), run.proc.pid)
                     run.release()

@@ -114,3 +114,17 @@ def test_a_worker_that_fails_its_health_check_is_retired_before_the_next_job():
     assert [r.status for r in results] == ["ok", "ok", "ok"] and all(r.passed for r in results)
     assert results[1].pid != results[0].pid  # retired after the poisoning job
     assert results[2].pid == results[1].pid  # the fresh worker is healthy and is reused
+
+
+def test_a_crash_message_leads_with_the_workers_last_error_line():
+    from harness.jobs import _crash_message
+
+    tail = ("  File \"harness/runner.py\", line 81, in enter\n    self.sync()\n"
+            "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+            "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+    msg = _crash_message(1, tail)
+    # reports keep a message's first 500 characters: the cause must come before the traceback
+    assert msg.startswith("the worker process exited with status 1: torch.AcceleratorError: CUDA error: an illegal memory access")
+    assert msg.endswith(tail)
+    assert _crash_message(-11, "") == "the worker process killed by signal SIGSEGV"
+    assert _crash_message(1, "no error line here") == "the worker process exited with status 1\nno error line here"

@@ -42,6 +42,20 @@ def test_pick_cases_spreads_over_the_list():
     assert pick_cases([], 8) == [] and pick_cases([1], 0) == []
 
 
+def test_pick_cases_adds_the_parameter_values_the_stride_left_out():
+    from harness.cases import Case
+
+    # a floor whose shape cycle (3) divides the stride (30 // 8 = 3): the stride alone sees one shape
+    shapes = [(1, 1, 1), (17, 33, 63), (3, 2, 1)]
+    floor = [Case.of("op", N=shapes[i % 3][0], V=shapes[i % 3][2], dtype=("a", "b")[i // 15], seed=i) for i in range(30)]
+    assert pick_cases(floor, 8) == floor[0:24:3]  # the spread alone: only shape (1, 1, 1)
+    picked = pick_cases(floor, 8, cover=True)
+    assert picked[:8] == floor[0:24:3]  # the spread comes first, unchanged
+    assert {c["V"] for c in picked[:8]} == {1}
+    assert {c["N"] for c in picked} == {1, 17, 3} and {c["V"] for c in picked} == {1, 63}
+    assert len(picked) == 10  # then only as many as add a value not yet seen
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
 def test_without_gpu_it_says_so_and_exits_2(capsys):
     assert main(["sanitize"]) == 2

@@ -35,18 +35,45 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mutants", action="store_true",
                    help="--select picks mutants (catalog and generated) instead of project kernels: how the "
                         "campaign shows a GPU survivor's out-of-bounds access")
+    p.add_argument("--cover", action="store_true",
+                   help="after the N spread cases, up to N more for the parameter values (shapes, dtypes, "
+                        "ignored rows...) those miss: how the campaign's memcheck second look picks cases")
     p.add_argument("--driver", metavar="OP/KERNEL", help=argparse.SUPPRESS)  # the child's side
 
 
-def pick_cases(cases: list, count: int) -> list:
-    """``count`` cases spread evenly over the floor list (which walks dtypes, layouts and shapes)."""
+def pick_cases(cases: list, count: int, cover: bool = False) -> list:
+    """``count`` cases spread evenly over the floor list (which walks dtypes, layouts and
+    shapes); with ``cover``, then up to ``count`` more for the parameter values those left out.
+
+    An even stride alone is not enough: when it is a multiple of the floor's shape cycle it
+    keeps landing on the same few shapes and never reaches the edge ones (V = 1 with every row
+    ignored, say), which is where a masked-out out-of-bounds access shows. Each extra pick is
+    the case (earliest in floor order on a tie) with the most (parameter, value) pairs not yet
+    covered, the seed aside; picking stops when nothing new is left."""
     if count <= 0 or not cases:
         return []
     step = max(1, len(cases) // count)
-    return list(cases[::step])[:count]
+    chosen = list(cases[::step])[:count]
+
+    def values(case) -> set:
+        params = getattr(case, "params", None)
+        return {(k, v) for k, v in params if k != "seed"} if params is not None else set()
+
+    if not cover:
+        return chosen
+    covered = set().union(*(values(c) for c in chosen))
+    remaining = [c for c in cases if c not in chosen]
+    for _ in range(count):
+        best = max(remaining, key=lambda c: len(values(c) - covered), default=None)  # max keeps the first of equals
+        if best is None or not values(best) - covered:
+            break
+        remaining.remove(best)
+        chosen.append(best)
+        covered |= values(best)
+    return chosen
 
 
-def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, ...] = ()) -> int:
+def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, ...] = (), cover: bool = False) -> int:
     from harness import backend as backends
 
     backend = backends.select("auto")  # the parent checked for a GPU; auto lets tests drive it on the CPU
@@ -70,7 +97,7 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
         if size <= MAX_CASE_BYTES and not entry.contract.violations(args):
             inside.append(c)
     failed = 0
-    for case in pick_cases(inside, count):
+    for case in pick_cases(inside, count, cover):
         print(f"driver: start {case.id}", flush=True)
         result = run_case(spec, entry, case, backend=backend.name, device=backend.device, phase="explicit")
         bad = [r.check for r in result.records if not r.passed]
@@ -90,7 +117,7 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
 
 def run(args: argparse.Namespace) -> int:
     if args.driver:
-        return _driver(args.driver, args.cases, args.mutants, tuple(args.plugin))
+        return _driver(args.driver, args.cases, args.mutants, tuple(args.plugin), args.cover)
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     unknown = [t for t in tools if t not in TOOLS]
     if unknown or not tools:
@@ -120,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         for tool in tools:
             print(f"sanitize: {tool} on {entry.op}/{entry.name} ...", flush=True)
             r = sanitizers.run_one(sanitizer, entry.op, entry.name, tool, cases=args.cases, timeout=args.timeout,
-                             mutants=args.mutants, plugins=tuple(args.plugin))
+                             mutants=args.mutants, plugins=tuple(args.plugin), cover=args.cover)
             runs.append(r)
             verdict = "clean" if r["clean"] else f"FINDINGS ({r['errors']} errors)" if r["errors"] else f"FAILED: {r['problem']}"
             print(f"  {verdict}  in {r['seconds']} s", flush=True)
