@@ -53,6 +53,7 @@ class Outcome:
     killed_by: dict | None = None  # {check, case_id, repro}
     seconds: float = 0.0
     note: str = ""  # incompetence reason, equivalence reason, crash message
+    gpu: str | None = None  # the GPU (CUDA_VISIBLE_DEVICES) of the worker that ran it
 
     def to_dict(self) -> dict:
         e = self.entry
@@ -69,6 +70,7 @@ class Outcome:
             "killed_by": self.killed_by,
             "seconds": round(self.seconds, 3),
             "note": self.note,
+            "gpu": self.gpu,
         }
 
 
@@ -136,6 +138,12 @@ def _first_failure(result: JobResult) -> dict | None:
 
 def classify(entry: KernelEntry, result: JobResult, markers: Path) -> Outcome:
     incompetent = mutagen.read_marker(markers, entry.name)
+    outcome = _classify(entry, result, incompetent)
+    outcome.gpu = result.gpu
+    return outcome
+
+
+def _classify(entry: KernelEntry, result: JobResult, incompetent: str | None) -> Outcome:
     killed_by = _first_failure(result)
     if incompetent:
         return Outcome(entry, Status.INCOMPETENT, None, result.seconds, incompetent)

@@ -60,6 +60,7 @@ class JobResult:
     seconds: float
     log_tail: str = ""
     pid: int = 0  # the worker process that ran it (a healthy worker runs many jobs)
+    gpu: str | None = None  # CUDA_VISIBLE_DEVICES of that worker (None: not on CUDA)
 
     @property
     def passed(self) -> bool:
@@ -114,6 +115,7 @@ class _Worker:
 
     def __init__(self, slot: int, key: tuple, workdir: Path, env: dict, serial: int):
         self.slot, self.key = slot, key
+        self.gpu = env.get("CUDA_VISIBLE_DEVICES") if "TRITON_INTERPRET" not in env else None
         self.out = workdir / f"worker{serial}.jsonl"
         self.log = workdir / f"worker{serial}.log"
         self.proc = subprocess.Popen(
@@ -333,7 +335,8 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                         if status == "crashed":
                             run.records.append(_failure_record(run, "crash", _crash_message(code, run.log_tail())))
                     job, index = run.job, run.index
-                    results[index] = JobResult(job, status, run.records, run.cases_run, round(elapsed, 3), run.log_tail(), run.proc.pid)
+                    results[index] = JobResult(job, status, run.records, run.cases_run, round(elapsed, 3), run.log_tail(), run.proc.pid,
+                                               run.gpu)
                     run.release()
                     if status != "ok":
                         run.kill()  # already dead, or hung: nothing of it is reused
@@ -349,7 +352,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                 if not run.idle:
                     run.read()
                     results[run.index] = JobResult(run.job, "interrupted", run.records, run.cases_run,
-                                                   round(time.monotonic() - run.started, 3), run.log_tail(), run.proc.pid)
+                                                   round(time.monotonic() - run.started, 3), run.log_tail(), run.proc.pid, run.gpu)
             for index, job in enumerate(jobs):
                 results.setdefault(index, JobResult(job, "interrupted", [], 0, 0.0))
         finally:

@@ -133,3 +133,10 @@ def test_observed_kills_keep_real_cases_only(tmp_path):
     outcomes = [outcome("a", campaign.Status.KILLED, "rmsnorm:M=1,N=1"), outcome("b", campaign.Status.CRASHED, "(between cases)"),
                 outcome("c", campaign.Status.SURVIVED, None)]
     assert campaign.observed_kills(outcomes) == {"a": "rmsnorm:M=1,N=1"}
+
+
+def test_an_outcome_names_the_gpu_that_ran_it(tmp_path):
+    # how a campaign spread over several GPUs shows in mutation.json (mutants[].gpu)
+    on_gpu1 = JobResult(job=None, status="ok", records=[record("dx", False)], cases_run=1, seconds=1.0, gpu="1")
+    assert campaign.classify(entry("a"), on_gpu1, tmp_path).to_dict()["gpu"] == "1"
+    assert campaign.classify(entry("b"), result("ok", [record("dx", False)]), tmp_path).to_dict()["gpu"] is None

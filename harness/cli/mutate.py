@@ -10,6 +10,7 @@ forced failure passes it; the report says which); 2 on bad usage.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import sys
 import time
@@ -131,6 +132,9 @@ def run(args: argparse.Namespace) -> int:
         """Build, write and print mutation.json: scored with the outcomes, or refused with none;
         keep this campaign's kills for the next one."""
         kept = outcomes if scored else []
+        per_gpu = collections.Counter(o.gpu for o in outcomes if o.gpu is not None)
+        if per_gpu:  # how the campaign spread over the GPUs (each worker has one)
+            header["workers"]["mutants_per_gpu"] = dict(sorted(per_gpu.items()))
         if cache_path is not None and kept:
             for o in kept:
                 kills.pop(o.entry.name, None)
@@ -159,9 +163,11 @@ def run(args: argparse.Namespace) -> int:
     survivors = sum(o.status is campaign.Status.SURVIVED for o in outcomes)
     if backend.name == "cuda" and not args.no_memcheck and survivors:
         print(f"mutate: memcheck second look at {survivors} survivor(s) ...", flush=True)
+        looked_from = time.monotonic()
         header["memcheck"] = campaign.memcheck_survivors(
             outcomes, parallel=parallel,
             on_done=lambda o: print(f"  {o.entry.name}: {o.status.value}" + (f" ({o.killed_by['message'][:120]})" if o.killed_by else ""), flush=True))
+        header["memcheck"]["seconds"] = round(time.monotonic() - looked_from, 1)
         if header["memcheck"].get("interrupted"):
             header.update(interrupted=True, not_run=[])
             finish(f"interrupted during the memcheck second look ({header['memcheck']['checked']} of {survivors} "
