@@ -80,6 +80,12 @@ class Workload:
     flops: dict[str, float] = dataclasses.field(default_factory=dict)  # mode -> FLOP, when it matters
     quick: bool = False  # kept by --quick
     protocol: Protocol | None = None  # None: the seed's protocol (or the quick one with --quick)
+    # the goals the project's kernels are held to here: mode -> median us, and extra peak bytes
+    targets_us: dict[str, float] = dataclasses.field(default_factory=dict)
+    target_peak_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+PROJECT_MARK = "(project)"  # an implementation whose name holds this is one of the project's kernels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,11 +304,55 @@ def run(
         "protocol": dataclasses.asdict(default),
         "modes": list(MODES),
         "copy_ceiling": ceiling,
-        "workloads": [{"name": w.name, "bytes": w.bytes, "flops": w.flops, "quick": w.quick} for w in workloads],
+        "workloads": [{"name": w.name, "bytes": w.bytes, "flops": w.flops, "quick": w.quick,
+                       "targets_us": w.targets_us, "target_peak_bytes": w.target_peak_bytes} for w in workloads],
         "implementations": list(impls),
         "notes": notes,
         "results": results,
+        "targets": assess_targets(workloads, results),
     }
+
+
+def assess_targets(workloads: Sequence[Workload], results: Sequence[dict]) -> list[dict]:
+    """Per workload and mode with a goal: the project's fastest kernel against it (met, or the
+    gap as a ratio), and that kernel's time as a ratio of every other implementation's in the
+    same run (below 1: faster). Extra peak memory the same way, for the same kernel."""
+    out = []
+    for w in workloads:
+        for mode in MODES:
+            if mode not in w.targets_us and mode not in w.target_peak_bytes:
+                continue
+            rows = [r for r in results if r["workload"] == w.name and r["mode"] == mode and "error" not in r]
+            ours = [r for r in rows if PROJECT_MARK in r["implementation"]]
+            if not ours:
+                continue
+            best = min(ours, key=lambda r: r["median_us"])
+            item = {"workload": w.name, "mode": mode, "kernel": best["implementation"], "median_us": best["median_us"],
+                    "vs": {r["implementation"]: best["median_us"] / r["median_us"] for r in rows if r is not best}}
+            if mode in w.targets_us:
+                goal = w.targets_us[mode]
+                item.update(target_us=goal, time_met=best["median_us"] <= goal, time_ratio=best["median_us"] / goal)
+            if mode in w.target_peak_bytes and best.get("extra_peak_bytes") is not None:
+                goal = w.target_peak_bytes[mode]
+                item.update(target_peak_bytes=goal, extra_peak_bytes=best["extra_peak_bytes"],
+                            memory_met=best["extra_peak_bytes"] <= goal)
+            out.append(item)
+    return out
+
+
+def format_targets(targets: Sequence[dict]) -> list[str]:
+    lines = []
+    for t in targets:
+        parts = []
+        if "target_us" in t:
+            verdict = "met" if t["time_met"] else f"NOT met, {t['time_ratio']:.2f}x the target"
+            parts.append(f"{t['median_us']:.1f} us against <= {t['target_us']:.1f} us: {verdict}")
+        if "target_peak_bytes" in t:
+            verdict = "met" if t["memory_met"] else "NOT met"
+            parts.append(f"extra peak {t['extra_peak_bytes'] / 1e9:.3f} GB against <= {t['target_peak_bytes'] / 1e9:.3f} GB: {verdict}")
+        vs = ", ".join(f"{ratio:.2f}x {name}" for name, ratio in t["vs"].items())
+        lines.append(f"target {t['workload']} {t['mode']}: {t['kernel']} " + "; ".join(parts) + (f" (time: {vs})" if vs else ""))
+    return lines
 
 
 def format_table(report: dict) -> str:
@@ -340,6 +390,10 @@ def format_table(report: dict) -> str:
         for r in rows:
             if "error" in r:
                 lines.append(f"  error: {r['implementation']} {r['mode']}: {r['error']}")
+    targets = format_targets(report.get("targets", []))
+    if targets:
+        lines.append("")
+        lines.extend(targets)
     for note in report["notes"]:
         lines.append(f"note: {note}")
     return "\n".join(lines)

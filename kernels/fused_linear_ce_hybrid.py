@@ -48,9 +48,12 @@ from torch.autograd.function import once_differentiable
 from harness import Contract, register_kernel
 from kernels.fused_linear_ce import MAX_D, SUPPORTED_DTYPES, check_contract
 
-# at N=16384, D=4096, V=128256 bf16: dw 1002 MiB + dx 128 MiB + this buffer (245 rows, 120 MiB)
-# = 1250 MiB extra, under Liger-Kernel's 1255 MiB measured on the H200
-LOGITS_BUFFER_BYTES = 120 * 2**20
+# at N=16384, D=4096, V=128256 bf16: dw 1002 MiB + dx 128 MiB + this buffer (204 rows, 99.8 MiB)
+# + about 4 MiB measured beside them = about 1234 MiB = 1.294e9 bytes extra, under issue #6's
+# 1.3e9 (Liger-Kernel: 1255 MiB on the H200). With 120 MiB (245 rows) the H200 measured 1253.8
+# MiB = 1.315e9 bytes (run 12): more rows per chunk cost memory; fewer cost dW rewrites (one
+# per chunk, docs/perf-notes.md attempt 11)
+LOGITS_BUFFER_BYTES = 100 * 2**20
 FP32_DW_BYTES = 256 * 2**20
 BLOCK_V = 1024
 

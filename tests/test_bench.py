@@ -184,3 +184,26 @@ def test_cli_quick_run_on_gpu(tmp_path, capsys):
     assert all(r["extra_peak_bytes"] > 0 for r in rows if r["mode"] == "forward+backward")
     assert all(r["max_abs_diff_vs_first"] < 1e-4 for r in rows if r["mode"] == "forward")
     assert "128x257 fp32" in capsys.readouterr().out
+
+
+def test_targets_judge_the_fastest_project_kernel_against_its_goal_and_the_others():
+    def row(impl, mode, us, peak=None):
+        return {"workload": "w", "implementation": impl, "mode": mode, "median_us": us, "extra_peak_bytes": peak}
+
+    w = benchmark.Workload("w", make=None, bytes={}, targets_us={"forward": 100.0, "forward+backward": 300.0},
+                           target_peak_bytes={"forward+backward": 1000})
+    results = [row("a (project)", "forward", 90.0), row("b (project)", "forward", 120.0), row("torch", "forward", 60.0),
+               row("a (project)", "forward+backward", 450.0, peak=1200), row("b (project)", "forward+backward", 400.0, peak=900),
+               row("torch", "forward+backward", 500.0, peak=5000),
+               {"workload": "w", "implementation": "liger", "mode": "forward", "error": "boom"}]
+    fwd, both = benchmark.assess_targets([w], results)
+    assert (fwd["kernel"], fwd["time_met"]) == ("a (project)", True)  # the faster of the two project kernels
+    assert fwd["vs"] == {"b (project)": 90.0 / 120.0, "torch": 1.5}  # a failed implementation is left out
+    assert (both["kernel"], both["time_met"], both["time_ratio"]) == ("b (project)", False, 400.0 / 300.0)
+    assert both["memory_met"] is True and both["extra_peak_bytes"] == 900
+    lines = benchmark.format_targets([fwd, both])
+    assert "met (time: 0.75x b (project), 1.50x torch)" in lines[0]
+    assert "NOT met, 1.33x the target" in lines[1] and "0.000 GB against <= 0.000 GB: met" in lines[1]
+    # no project kernel, or no goal: nothing to judge
+    assert benchmark.assess_targets([w], [row("torch", "forward", 1.0)]) == []
+    assert benchmark.assess_targets([benchmark.Workload("w", make=None, bytes={})], results) == []
