@@ -102,10 +102,11 @@ def test_the_driver_runs_a_mutant_when_asked(tmp_path):
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run([sys.executable, "-m", "harness", "sanitize", "--driver", "rmsnorm/cat.r_squared", "--mutants",
-                           "--cases", "2"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+                           "--cases", "2", "--cover"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     starts = [l for l in proc.stdout.splitlines() if l.startswith("driver: start ")]
-    assert len(starts) == 2 and "driver: done, 2 case(s) with failed checks" in proc.stdout
+    # 2 spread cases, then up to 2 more for shapes and values they missed
+    assert len(starts) == 4 and "driver: done, 4 case(s) with failed checks" in proc.stdout
 
 
 def test_without_a_sanitizer_survivors_keep_their_status_and_say_why(monkeypatch):
@@ -130,7 +131,8 @@ def test_a_memcheck_finding_turns_a_survivor_into_a_kill_with_its_case(monkeypat
     finding = {"errors": 3, "clean": False, "problem": "", "seconds": 4.0, "first_finding_case": "rmsnorm:M=3,N=33",
                "findings": ["========= Invalid __global__ read of size 4 bytes"]}
     clean = {"errors": 0, "clean": True, "problem": "", "seconds": 2.0, "first_finding_case": None, "findings": []}
-    monkeypatch.setattr(sanitizer, "run_one", lambda s, op, name, tool, **kw: finding if name == "a" else clean)
+    asked = []
+    monkeypatch.setattr(sanitizer, "run_one", lambda s, op, name, tool, **kw: asked.append(kw) or (finding if name == "a" else clean))
     entry = REGISTRY.get("rmsnorm", "triton_rmsnorm")
     import dataclasses
 
@@ -141,6 +143,8 @@ def test_a_memcheck_finding_turns_a_survivor_into_a_kill_with_its_case(monkeypat
     assert a.status is campaign.Status.KILLED and a.killed_by["check"] == "memcheck"
     assert a.killed_by["case_id"] == "rmsnorm:M=3,N=33" and "--mutants --select 'a'" in a.killed_by["repro"]
     assert b.status is campaign.Status.SURVIVED and "clean" in b.note
+    assert all(kw["cover"] and kw["mutants"] for kw in asked)  # the spread plus the values it missed
+    assert a.killed_by["repro"].endswith("--tools memcheck --cover")
 
 
 def test_a_finding_is_reported_against_the_case_running_when_it_appeared(tmp_path, monkeypatch):
