@@ -241,7 +241,8 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
     Each mutant's limit is ``timeout`` if given, else TIMEOUT_FACTOR x its op's clean run + margin;
     until the clean run ends, mutants already running carry a provisional limit, lowered to the
     derived one as soon as the clean run finishes (the pool reads ``Job.timeout`` while it
-    polls). If the sanity step fails, the mutants' results are discarded.
+    polls). If the sanity step fails, the mutants' results are discarded, and the mutants not
+    yet started when it fails are not run.
     """
     ops = sorted({e.op for e in entries})
     kw = dict(backend=backend, seed=seed, max_examples=max_examples, plugins=plugins, modules=modules, case=case)
@@ -262,10 +263,15 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
         job.fresh = e.origin == "plugin"
         job.floor_first = hints.get(e.name, hints.get("*", ())) if hints else ()
     clean_jobs = {id(j): j for j in checks if not j.kernel.startswith(SANITY_PREFIX)}
+    sanity_ids = {id(j) for j in checks}
     clean_left = {op: sum(j.op == op for j in clean_jobs.values()) for op in ops}
     started = time.monotonic()
+    sanity_failed = []  # set as soon as a clean run fails or a forced failure passes
 
     def events(event: Event) -> None:
+        if event.kind == "done" and id(event.job) in sanity_ids and not sanity_failed:
+            if (event.failed > 0) == (id(event.job) in clean_jobs):
+                sanity_failed.append(event.job.kernel)
         if event.kind == "done" and id(event.job) in clean_jobs:
             clean_left[event.job.op] -= 1
         if event.kind == "done" and id(event.job) in clean_jobs and timeout is None and not clean_left[event.job.op]:
@@ -281,9 +287,14 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
         previous = os.environ.get(mutagen.MARKERS_ENV)
         os.environ[mutagen.MARKERS_ENV] = markers
         try:
-            results = run_jobs(checks + mutant_jobs, parallel=parallel, on_event=events, reuse=reuse)
+            # once the sanity step has failed the mutants' results would be discarded: the ones
+            # not yet started are skipped, so a broken kernel is reported in seconds, not minutes
+            results = run_jobs(checks + mutant_jobs, parallel=parallel, on_event=events, reuse=reuse,
+                               skip=lambda job: bool(sanity_failed) and id(job) not in sanity_ids)
             not_run = []
             for e, r in zip(to_run, results[len(checks):]):
+                if r.status == "skipped":
+                    continue
                 if r.status == "interrupted":
                     not_run.append(e.name)
                 else:

@@ -54,7 +54,7 @@ class Job:
 @dataclasses.dataclass
 class JobResult:
     job: Job
-    status: str  # "ok" | "crashed" | "timeout" | "interrupted" (the run was stopped before it ended)
+    status: str  # "ok" | "crashed" | "timeout" | "interrupted" (the run was stopped before it ended) | "skipped"
     records: list[CaseRecord]
     cases_run: int
     seconds: float
@@ -118,16 +118,17 @@ class _Worker:
         self.gpu = env.get("CUDA_VISIBLE_DEVICES") if "TRITON_INTERPRET" not in env else None
         self.out = workdir / f"worker{serial}.jsonl"
         self.log = workdir / f"worker{serial}.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.worker", "--serve", str(self.out)],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=self.log.open("wb"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            text=True,
-        )
+        with self.log.open("wb") as log:  # the child keeps its own descriptor; the parent reads the file
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.worker", "--serve", str(self.out)],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                text=True,
+            )
         self.offset = 0
         self.index: int | None = None
         self.job: Job | None = None
@@ -263,14 +264,16 @@ def _key(job: Job) -> tuple:
 
 
 def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None] | None = None,
-             reuse: bool = True) -> list[JobResult]:
+             reuse: bool = True, skip: Callable[[Job], bool] | None = None) -> list[JobResult]:
     """Run every job in a worker process, at most ``parallel`` at a time; results in job order.
 
     With ``reuse`` a worker runs job after job while it stays healthy (see ``_Worker``);
     without it every job gets a fresh process. If the run is interrupted (Ctrl-C, or SIGTERM
     from a CI time limit: the CLI turns it into KeyboardInterrupt), the workers are killed and
     every unfinished job comes back with status ``interrupted`` and the records it had so far,
-    so the caller can still write its report."""
+    so the caller can still write its report. A job for which ``skip`` says True when its turn
+    comes is not run and comes back with status ``skipped`` (the campaign: once the sanity step
+    has failed, the mutants' results would be discarded anyway)."""
     gpus = visible_gpus() if any(j.backend == "cuda" for j in jobs) else []
     pending = list(enumerate(jobs))
     workers: dict[int, _Worker] = {}  # slot -> worker (idle or running a job)
@@ -284,6 +287,11 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                 for slot in range(max(1, parallel)):
                     worker = workers.get(slot)
                     if not pending or (worker is not None and not worker.idle):
+                        continue
+                    while pending and skip is not None and skip(pending[0][1]):
+                        index, job = pending.pop(0)
+                        results[index] = JobResult(job, "skipped", [], 0, 0.0)
+                    if not pending:
                         continue
                     index, job = pending.pop(0)
                     while True:

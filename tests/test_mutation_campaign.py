@@ -140,3 +140,41 @@ def test_an_outcome_names_the_gpu_that_ran_it(tmp_path):
     on_gpu1 = JobResult(job=None, status="ok", records=[record("dx", False)], cases_run=1, seconds=1.0, gpu="1")
     assert campaign.classify(entry("a"), on_gpu1, tmp_path).to_dict()["gpu"] == "1"
     assert campaign.classify(entry("b"), result("ok", [record("dx", False)]), tmp_path).to_dict()["gpu"] is None
+
+
+def test_once_sanity_fails_the_mutants_not_yet_started_are_skipped(monkeypatch):
+    # run 13 on the H200: a clean kernel failed in 9 s, and the pool still ran 384 mutants for
+    # 82 s whose results were then discarded
+    from harness.jobs import Event
+
+    ran = []
+
+    def fake_run_jobs(jobs, parallel, on_event=None, reuse=True, skip=None):
+        out = []
+        for j in jobs:  # one at a time, in order: the clean shards, the forced failures, the mutants
+            if skip is not None and skip(j):
+                out.append(JobResult(job=j, status="skipped", records=[], cases_run=0, seconds=0.0))
+                continue
+            ran.append(j.kernel)
+            failed = j.kernel.startswith(campaign.SANITY_PREFIX) or j.kernel == "triton_rmsnorm"  # the clean run fails
+            out.append(result("ok", [record("forward", not failed)]))
+            on_event(Event(j, "done", 1, int(failed), None))
+        return out
+
+    monkeypatch.setattr(campaign, "run_jobs", fake_run_jobs)
+    campaign.load_mutants()
+    entries = campaign.select("rmsnorm", "cat.*")
+    check, outcomes = campaign.run_campaign(entries, backend="interpreter", seed=0, max_examples=0, plugins=(),
+                                            parallel=1, modules=(), equivalent={})
+    assert not check.passed and "fails its own suite" in check.reason and outcomes == []
+    assert not any(k.startswith("cat.") for k in ran)  # no mutant ran after the failure
+    assert any(k.startswith(campaign.SANITY_PREFIX) for k in ran)  # the sanity step itself still ran whole
+
+
+def test_run_jobs_skips_what_the_caller_says_without_starting_a_worker():
+    from harness.jobs import Job, run_jobs
+
+    jobs = [Job(op="rmsnorm", kernel="triton_rmsnorm", backend="interpreter", seed=0, max_examples=0, plugins=(),
+                case=None, stop_at_first_failure=True, timeout=60.0, extra_modules=()) for _ in range(3)]
+    results = run_jobs(jobs, parallel=2, skip=lambda job: True)
+    assert [r.status for r in results] == ["skipped"] * 3 and all(r.pid == 0 for r in results)
