@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
-from reports import plots
+from reports import plots, timing
 
 __all__ = ["render", "FILTERS", "FAILURES_PER_GROUP"]
 
@@ -207,6 +207,7 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
         "mutation": _mutation_context(mutation) if mutation else None,
         "mutation_command": mutation.get("command") if mutation and verify else None,
         "extras": _extras_context(extras or {}, directory),
+        "timing": timing.rows(verify, mutation, extras),
         "directory": str(directory) if directory is not None else "",
     }
     return _environment().get_template("index.html.j2").render(**context)

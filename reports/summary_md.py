@@ -6,6 +6,8 @@ their repro commands. Kept short: the full picture is index.html in the uploaded
 
 from __future__ import annotations
 
+from reports import timing
+
 __all__ = ["render", "MAX_FAILURES", "MAX_SURVIVORS"]
 
 MAX_FAILURES = 5
@@ -18,6 +20,10 @@ def _verdict(passed) -> str:
 
 def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _seconds(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def _ratio(value) -> str:
@@ -79,5 +85,9 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
     for name, data in sorted((extras or {}).items()):
         if data.get("passed") is not None:
             lines += ["", f"### {name}: {_verdict(data.get('passed'))}"]
+    steps = timing.rows(verify, mutation, extras)
+    if steps:
+        lines += ["", "### Where the time went", "", "| step | wall s | detail |", "|---|---:|---|"]
+        lines += [f"| {s['step']} | {_seconds(s['seconds'])} | {_cell(s['detail'] or '-')} |" for s in steps]
     lines += ["", "Full report: `index.html` in the uploaded report artifact (per-case table, plots, repro commands)."]
     return "\n".join(lines) + "\n"

@@ -208,3 +208,27 @@ def test_an_interrupted_campaign_shows_what_finished_and_what_did_not_run():
     assert "mask = cols &lt;= N" in page  # the finished mutants are still listed
     md = summary_md.render(None, report)
     assert "INTERRUPTED" in md and "REFUSED" not in md
+
+
+def test_where_the_time_went_comes_from_the_reports_and_skips_what_they_lack():
+    from reports import timing
+
+    verify = {**verify_report(), "seconds": 49.2}
+    phases = [{"compile_s": 3.0, "kernel_s": 20.0, "oracle_s": 2.0, "checks_s": 4.5},
+              {"compile_s": 1.5, "kernel_s": 17.0, "oracle_s": 1.0, "checks_s": 6.0}]
+    verify["kernels"] = [{**k, "time_breakdown": t} for k, t in zip(verify["kernels"], phases)]
+    assert len(verify["kernels"]) == 2
+    mutation = {**mutation_report(), "seconds": 107.2, "sanity": {"clean_seconds": {"a": 17.7, "b": 14.8}},
+                "memcheck": {"checked": 21, "killed": 18, "seconds": 35.0},
+                "workers": {"count": 16, "reuse": True, "mutants_per_gpu": {"0": 190, "1": 189}}}
+    rows = timing.rows(verify, mutation, {"train-check": {"passed": True, "seconds": 6.3}})
+    assert [r["step"] for r in rows] == ["verify", "train-check", "mutation"]
+    assert rows[0]["seconds"] == 49.2 and rows[0]["detail"].startswith("Triton compilation 4.5 s, kernel calls 37.0 s, oracle 3.0 s, checks 10.5 s")
+    assert rows[2]["detail"] == ("sanity (slowest clean run) 17.7 s; memcheck second look 35.0 s (21 survivors); "
+                                 "16 workers, mutants per GPU 0: 190, 1: 189")
+    md = summary_md.render(verify, mutation, {"train-check": {"passed": True, "seconds": 6.3}})
+    assert "| verify | 49.2 | Triton compilation 4.5 s" in md and "| train-check | 6.3 | - |" in md
+    assert 'id="timing-table"' in html.render(verify, mutation)
+    # an older report without any timing: the rows say "-" rather than invent a figure
+    bare = timing.rows({"kernels": [{}]}, {})
+    assert bare == [{"step": "verify", "seconds": None, "detail": ""}, {"step": "mutation", "seconds": None, "detail": ""}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from harness.cli import common
 from harness.errors import UsageError
@@ -23,6 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     backend = common.prepare(args)
     from harness.cases import Case
     from harness.jobs import Job, run_jobs
@@ -72,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     header = environment.header(backend.describe(), seed=args.seed)
+    header["seconds"] = round(time.monotonic() - started, 1)  # wall time of the whole command
     interrupted = any(r.status == "interrupted" for r in results)
     if interrupted:
         header["interrupted"] = True  # stopped early (Ctrl-C or SIGTERM): what ran is kept, the verdict is FAIL
