@@ -99,3 +99,16 @@ def test_an_unparseable_mutant_is_incompetent(tmp_path, monkeypatch):
     with pytest.raises(SyntaxError):
         fn(torch.ones(2, 8), torch.ones(8), 1e-6)
     assert "does not build" in mutagen.read_marker(tmp_path, "test.unparseable")
+
+
+def test_a_catalog_race_is_observable_on_the_gpu_only():
+    # a bug only a GPU can show (the hybrid's in-place G without its barrier): declared with
+    # backends=["cuda"], listed apart and never scored under the interpreter
+    from harness import campaign
+
+    campaign.load_mutants()
+    race = REGISTRY.get("fused_linear_cross_entropy", "cat.hybrid_in_place_without_barrier")
+    assert race.meta["backends"] == ["cuda"] and "tl.debug_barrier()" in race.meta["diff"]
+    assert campaign.observable_on(race, "cuda") and not campaign.observable_on(race, "interpreter")
+    plain = REGISTRY.get("fused_linear_cross_entropy", "cat.hybrid_dw_not_averaged")
+    assert "backends" not in plain.meta and campaign.observable_on(plain, "interpreter")
