@@ -106,9 +106,17 @@ def test_a_catalog_race_is_observable_on_the_gpu_only():
     # backends=["cuda"], listed apart and never scored under the interpreter
     from harness import campaign
 
-    campaign.load_mutants()
-    race = REGISTRY.get("fused_linear_cross_entropy", "cat.hybrid_in_place_without_barrier")
-    assert race.meta["backends"] == ["cuda"] and "tl.debug_barrier()" in race.meta["diff"]
-    assert campaign.observable_on(race, "cuda") and not campaign.observable_on(race, "interpreter")
-    plain = REGISTRY.get("fused_linear_cross_entropy", "cat.hybrid_dw_not_averaged")
-    assert "backends" not in plain.meta and campaign.observable_on(plain, "interpreter")
+    module = importlib.import_module("properties.mutants.fused_linear_cross_entropy_hybrid")
+    race = next(c for c in module.CATALOG if c["name"] == "cat.hybrid_in_place_without_barrier")
+    plain = next(c for c in module.CATALOG if "backends" not in c)
+    assert race["backends"] == ["cuda"]
+    mutagen.register_catalog(module.OP, kernel=module.KERNEL, module=module.MODULE,
+                             entries=[dict(race, name="test.gpu_only"), dict(plain, name="test.anywhere")])
+    try:
+        gpu_only, anywhere = REGISTRY.get(module.OP, "test.gpu_only"), REGISTRY.get(module.OP, "test.anywhere")
+        assert gpu_only.meta["backends"] == ["cuda"] and "tl.debug_barrier()" in gpu_only.meta["diff"]
+        assert campaign.observable_on(gpu_only, "cuda") and not campaign.observable_on(gpu_only, "interpreter")
+        assert "backends" not in anywhere.meta and campaign.observable_on(anywhere, "interpreter")
+    finally:
+        for key in [k for k, e in REGISTRY.entries.items() if e.name.startswith("test.")]:
+            del REGISTRY.entries[key]
