@@ -83,3 +83,17 @@ def test_sigterm_writes_a_partial_report_and_leaves_no_worker_behind(tmp_path):
         except OSError:
             pass
     assert left == [], f"worker processes left running: {left}"
+
+
+def test_progress_counts_every_job_when_an_op_has_several_kernels(tmp_path):
+    # fused_linear_cross_entropy has two project kernels: two clean runs and two forced failures
+    # (H200 run 14 printed 385/384 before this was counted right)
+    import re
+
+    case = ("fused_linear_cross_entropy:N=17,D=33,V=63,dtype=float32,layout=offset,values=tiny,ignored=some,"
+            "ignore_index=62,seed=2003")
+    proc = mutate("--op", "fused_linear_cross_entropy", "--select", "cat.hybrid_dw_not_averaged", "--case", case,
+                  "--jobs", "2", "--report-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    counts = [tuple(map(int, m.groups())) for m in re.finditer(r"\[mutate\] (\d+)/(\d+) ", proc.stdout + proc.stderr)]
+    assert counts and {total for _, total in counts} == {5} and max(done for done, _ in counts) == 5

@@ -120,7 +120,10 @@ def run(args: argparse.Namespace) -> int:
         if n in by_name and mark.get("fingerprint") not in (None, by_name[n].meta.get("fingerprint"))
     )
 
-    with Progress("mutate", len(runnable) + len(ops) * (1 + campaign.clean_shards(parallel, len(ops)))) as progress:
+    checks, _ = campaign.sanity_jobs(ops, shards=campaign.clean_shards(parallel, len(ops)), backend=backend.name,
+                                     seed=args.seed, max_examples=max_examples, plugins=args.plugin, modules=modules,
+                                     case=case)  # counted as run_campaign will build them (an op may have several kernels)
+    with Progress("mutate", len(runnable) + len(checks)) as progress:
         check, outcomes = campaign.run_campaign(entries, equivalent=equivalent, timeout=args.timeout, case=case,
                                                 on_event=progress, **settings)
     sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
