@@ -25,10 +25,12 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
     for r in records:
         for phase, seconds in (r.get("timing") or {}).items():
             phases[phase] = phases.get(phase, 0.0) + seconds
-    wall = extra.get("seconds")
+    # the phases are summed over the kernel's shards, so the rest is too: the shards' summed
+    # wall time (worker_seconds) when given, else the kernel's wall time (one shard)
+    busy = extra.get("worker_seconds", extra.get("seconds"))
     time_breakdown = {f"{k}_s": round(v, 3) for k, v in phases.items()}
-    if wall is not None:  # worker start-up, imports, case generation, hypothesis
-        time_breakdown["other_s"] = round(max(0.0, wall - sum(phases.values())), 3)
+    if busy is not None:  # worker start-up, imports, case generation, hypothesis
+        time_breakdown["other_s"] = round(max(0.0, busy - sum(phases.values())), 3)
     return {
         "op": op,
         "name": name,

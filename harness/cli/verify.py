@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             verify_report.kernel_summary(
                 entry.op, entry.name, recs, status=status, origin=entry.origin,
                 contract=entry.contract.describe(), plugin=entry.plugin, seconds=max(p.seconds for p in parts),
-                shards=shards,
+                worker_seconds=round(sum(p.seconds for p in parts), 3), shards=shards,
             )
         )
     header = environment.header(backend.describe(), seed=args.seed)
