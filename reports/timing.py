@@ -10,7 +10,8 @@ from __future__ import annotations
 
 __all__ = ["rows"]
 
-PHASES = (("compile_s", "Triton compilation"), ("kernel_s", "kernel calls"), ("oracle_s", "oracle"), ("checks_s", "checks"))
+PHASES = (("compile_s", "Triton compilation"), ("kernel_s", "kernel calls"), ("oracle_s", "oracle"), ("checks_s", "checks"),
+          ("other_s", "start-up and case generation"))
 
 
 def _verify_detail(verify: dict) -> str:
