@@ -175,6 +175,13 @@ def _extras_context(extras: dict[str, dict], directory: Path | None) -> list[dic
     return out
 
 
+def _timing_rows(verify, mutation, extras) -> list[dict]:
+    """The steps' wall times with a bar width (px) relative to the longest."""
+    steps = timing.rows(verify, mutation, extras)
+    longest = max((s["seconds"] or 0.0 for s in steps), default=0.0)
+    return [{**s, "bar": 240.0 * (s["seconds"] or 0.0) / longest if longest else 0.0} for s in steps]
+
+
 def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] | None = None,
            *, directory: str | Path | None = None) -> str:
     """The page as a string. At least one of ``verify`` and ``mutation`` must be given."""
@@ -207,7 +214,7 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
         "mutation": _mutation_context(mutation) if mutation else None,
         "mutation_command": mutation.get("command") if mutation and verify else None,
         "extras": _extras_context(extras or {}, directory),
-        "timing": timing.rows(verify, mutation, extras),
+        "timing": _timing_rows(verify, mutation, extras),
         "directory": str(directory) if directory is not None else "",
     }
     return _environment().get_template("index.html.j2").render(**context)
