@@ -394,6 +394,8 @@ def format_table(report: dict) -> str:
     if targets:
         lines.append("")
         lines.extend(targets)
+        if any(t.get("time_met") is False or t.get("memory_met") is False for t in report.get("targets", [])):
+            lines.append("what limits each goal not met (bytes, launches, compilation) and what was tried: docs/perf-notes.md")
     for note in report["notes"]:
         lines.append(f"note: {note}")
     return "\n".join(lines)
