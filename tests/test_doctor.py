@@ -72,3 +72,26 @@ def test_make_clean_dry_run_removes_nothing_and_clean_spares_user_files(tmp_path
     assert all((tmp_path / rel).exists() for rel in kept)
     again = subprocess.run(["make", "-s", "clean"], cwd=tmp_path, capture_output=True, text=True)
     assert "nothing to remove" in again.stdout
+
+
+def test_doctor_reports_the_caches_that_make_the_next_gate_fast(tmp_path, monkeypatch, capsys):
+    import json
+    import types
+
+    from harness.cli import doctor
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    out = doctor._Out()
+    doctor._caches(types.SimpleNamespace(name="cuda"), out)
+    text = capsys.readouterr().out
+    assert "Triton cache" in text and "is empty" in text and "no kill cache" in text and out.problems == 0
+    (tmp_path / "triton" / "abc123").mkdir(parents=True)
+    (tmp_path / "reports" / "out").mkdir(parents=True)
+    (tmp_path / "reports" / "out" / "kill_cache.json").write_text(
+        json.dumps({"format": 1, "backends": {"cuda": {"m1": "case", "m2": "case"}}}))
+    doctor._caches(types.SimpleNamespace(name="cuda"), out)
+    text = capsys.readouterr().out
+    assert "1 compiled kernel entries" in text and "cuda: 2 mutants" in text
+    doctor._caches(types.SimpleNamespace(name="interpreter"), out)  # the interpreter compiles nothing
+    assert "Triton cache" not in capsys.readouterr().out

@@ -174,6 +174,33 @@ def _tools(backend, out: _Out) -> None:
                      "install the CUDA toolkit (it ships compute-sanitizer) on a GPU machine" if tool == "compute-sanitizer" else "")
 
 
+def _caches(backend, out: _Out) -> None:
+    """What makes the next gate fast: Triton's compiled kernels (GPU only) and the kill cache."""
+    import json
+    from pathlib import Path
+
+    from harness.cli.common import DEFAULT_REPORT_DIR
+
+    print("caches:")
+    if backend is not None and backend.name == "cuda":
+        triton_dir = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
+        entries = sum(1 for _ in triton_dir.iterdir()) if triton_dir.is_dir() else 0
+        if entries:
+            out.line("ok", f"Triton cache {triton_dir}: {entries} compiled kernel entries")
+        else:
+            out.line("note", f"Triton cache {triton_dir} is empty: the first make verify compiles every kernel "
+                             "and every mutant (minutes on an H200, docs/gpu-runs.md)",
+                     "keep this directory between CI runs (a self-hosted runner keeps it by default)")
+    kill_cache = Path(DEFAULT_REPORT_DIR) / "kill_cache.json"
+    try:
+        per_backend = json.loads(kill_cache.read_text()).get("backends", {})
+        counts = ", ".join(f"{name}: {len(kills)} mutants" for name, kills in sorted(per_backend.items()))
+        out.line("ok", f"kill cache {kill_cache}: {counts or 'empty'}")
+    except (OSError, ValueError, AttributeError):
+        out.line("note", f"no kill cache at {kill_cache}: the first campaign runs each mutant's floor in order",
+                 "keep reports/out/kill_cache.json between CI runs (it only reorders cases; verdicts stay the same)")
+
+
 def run(args: argparse.Namespace) -> int:
     out = _Out()
     print("harness doctor")
@@ -182,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
     if backend is not None:
         _computation(backend, out)
     _tools(backend, out)
+    _caches(backend, out)
     if backend is None and out.problems == 0:
         out.line("FAIL", "no backend could be prepared")
     healthy = out.problems == 0
