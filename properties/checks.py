@@ -110,5 +110,8 @@ def repeatable(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor], na
         if not equal:
             differing.append(f"{name}: {count} element(s) differ")
     if differing:
-        return False, "two runs on the same inputs differ: " + "; ".join(differing)
+        return False, ("two runs on the same inputs differ: " + "; ".join(differing) +
+                       ". Usually a race: programs or warps that read memory another one writes without an "
+                       "order (a missing barrier, a plain load + add + store where atomics are needed), or "
+                       "an atomic accumulation whose order changes the rounding")
     return True, "two runs bitwise identical"
