@@ -120,9 +120,9 @@ def run(args: argparse.Namespace) -> int:
         if n in by_name and mark.get("fingerprint") not in (None, by_name[n].meta.get("fingerprint"))
     )
 
-    checks, _ = campaign.sanity_jobs(ops, shards=campaign.clean_shards(parallel, len(ops)), backend=backend.name,
-                                     seed=args.seed, max_examples=max_examples, plugins=args.plugin, modules=modules,
-                                     case=case)  # counted as run_campaign will build them (an op may have several kernels)
+    # the sanity jobs counted as run_campaign builds them, from the same settings (an op may have several kernels)
+    checks, _ = campaign.sanity_jobs(ops, shards=campaign.clean_shards(parallel, len(ops)), case=case,
+                                     **{k: settings[k] for k in ("backend", "seed", "max_examples", "plugins", "modules")})
     with Progress("mutate", len(runnable) + len(checks)) as progress:
         check, outcomes = campaign.run_campaign(entries, equivalent=equivalent, timeout=args.timeout, case=case,
                                                 on_event=progress, **settings)

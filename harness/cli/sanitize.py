@@ -56,8 +56,7 @@ def pick_cases(cases: list, count: int, cover: bool = False) -> list:
     chosen = list(cases[::step])[:count]
 
     def values(case) -> set:
-        params = getattr(case, "params", None)
-        return {(k, v) for k, v in params if k != "seed"} if params is not None else set()
+        return {(k, v) for k, v in case.params if k != "seed"}
 
     if not cover:
         return chosen
