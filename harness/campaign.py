@@ -18,11 +18,14 @@ import tempfile
 import time
 import tomllib
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from harness import mutagen
 from harness.jobs import Event, Job, JobResult, run_jobs
 from harness.registry import REGISTRY, KernelEntry
+
+if TYPE_CHECKING:
+    from harness.memcheck_looks import FirstLooks
 
 MUTANT_PACKAGE = "properties.mutants"
 EQUIVALENT_FILE = Path(__file__).resolve().parent.parent / "properties" / "mutants" / "equivalent.toml"
@@ -235,7 +238,8 @@ def sanity(ops: list[str], *, backend: str, seed: int, max_examples: int, plugin
 def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_examples: int, plugins, parallel: int,
                  modules, equivalent: dict[str, dict], timeout: float | None = None, case: str | None = None,
                  on_event: Callable[[Event], None] | None = None, reuse: bool = True,
-                 hints: dict[str, tuple[str, ...]] | None = None) -> tuple[Sanity, list[Outcome]]:
+                 hints: dict[str, tuple[str, ...]] | None = None,
+                 first_looks: FirstLooks | None = None) -> tuple[Sanity, list[Outcome]]:
     """Sanity and mutants in one pool: the clean run goes first and mutants fill the other slots.
 
     Each mutant's limit is ``timeout`` if given, else TIMEOUT_FACTOR x its op's clean run + margin;
@@ -243,6 +247,10 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
     derived one as soon as the clean run finishes (the pool reads ``Job.timeout`` while it
     polls). If the sanity step fails, the mutants' results are discarded, and the mutants not
     yet started when it fails are not run.
+
+    Mutants with a ``first_looks`` entry (memcheck on the case that killed them last time,
+    already running beside the pool: harness.memcheck_looks) are queued last; when one's turn
+    comes, a kill by its look stands for its run, else it runs the suite like any other.
     """
     ops = sorted({e.op for e in entries})
     kw = dict(backend=backend, seed=seed, max_examples=max_examples, plugins=plugins, modules=modules, case=case)
@@ -256,6 +264,18 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
             outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, equivalent[e.name]["reason"].strip())
         else:
             to_run.append(e)
+    if first_looks is not None:  # by the time the pool reaches these, their looks have mostly ended
+        to_run.sort(key=lambda e: e.name in first_looks)
+    looked: dict[str, Outcome] = {}
+
+    def killed_by_look(job: Job) -> bool:
+        if first_looks is None or job.kernel not in first_looks:
+            return False
+        found = first_looks.outcome(job.kernel)
+        if found is not None:
+            looked[job.kernel] = found
+        return found is not None
+
     mutant_jobs = [_job(e.op, e.name, timeout=timeout or PROVISIONAL_TIMEOUT_S, **kw) for e in to_run]
     for e, job in zip(to_run, mutant_jobs):
         # a plugin's mutant is outside code that may patch global state: it gets a worker of its
@@ -280,6 +300,9 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
             for job in mutant_jobs:
                 if job.op == event.job.op:
                     job.timeout = limit
+        if on_event and event.kind == "skipped":
+            why = "killed by its memcheck first look" if event.job.kernel in looked else "the sanity step failed"
+            event = dataclasses.replace(event, current=why)
         if on_event:
             on_event(event)
 
@@ -289,17 +312,22 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
         try:
             # once the sanity step has failed the mutants' results would be discarded: the ones
             # not yet started are skipped, so a broken kernel is reported in seconds, not minutes
+            results: list[JobResult] | None = None
             results = run_jobs(checks + mutant_jobs, parallel=parallel, on_event=events, reuse=reuse,
-                               skip=lambda job: bool(sanity_failed) and id(job) not in sanity_ids)
+                               skip=lambda job: id(job) not in sanity_ids and (bool(sanity_failed) or killed_by_look(job)))
             not_run = []
             for e, r in zip(to_run, results[len(checks):]):
                 if r.status == "skipped":
+                    if e.name in looked:
+                        outcomes[e.name] = looked[e.name]
                     continue
                 if r.status == "interrupted":
                     not_run.append(e.name)
                 else:
                     outcomes[e.name] = classify(e, r, Path(markers))
         finally:
+            if first_looks is not None:  # after an interruption, the sanitizer runs still going are killed
+                first_looks.close(interrupted=results is None or any(r.status == "interrupted" for r in results))
             if previous is None:
                 os.environ.pop(mutagen.MARKERS_ENV, None)
             else:
@@ -313,67 +341,6 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
     if not verdict.passed:
         return verdict, []
     return verdict, [outcomes[e.name] for e in entries]
-
-
-MEMCHECK_CASES = 8
-MEMCHECK_TIMEOUT_S = 300.0
-
-
-def memcheck_survivors(outcomes: list[Outcome], *, parallel: int, on_done: Callable[[Outcome], None] | None = None) -> dict:
-    """A second look at GPU survivors under compute-sanitizer memcheck.
-
-    On a GPU, an out-of-bounds read whose values are masked out later, or a store past the end
-    of a buffer nobody reads, changes no output, so the properties cannot see it; the
-    interpreter's guard (harness.oob) kills such mutants on the CPU. On the GPU each survivor
-    runs a few floor cases under memcheck; a memory error found there is a kill by the check
-    ``memcheck``, with the case it happened in and a repro. The cases: MEMCHECK_CASES spread
-    over the floor, then more for the shapes and parameter values those miss (an edge such as
-    V = 1 with every row ignored is where a masked-out read past the end shows). Returns what was done, for the report."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from harness import sanitizer as sanitizers
-
-    survivors = [o for o in outcomes if o.status is Status.SURVIVED]
-    sanitizer = sanitizers.available()
-    if not survivors or sanitizer is None:
-        for o in survivors:
-            o.note = "compute-sanitizer not available: no memcheck second look"
-        return {"available": sanitizer is not None, "checked": 0, "killed": 0}
-
-    running: list = []
-
-    def look(o: Outcome) -> dict:
-        return sanitizers.run_one(sanitizer, o.entry.op, o.entry.name, "memcheck", cases=MEMCHECK_CASES,
-                            timeout=MEMCHECK_TIMEOUT_S, mutants=True, running=running, cover=True)
-
-    killed, looked = 0, 0
-    pool = ThreadPoolExecutor(max(1, parallel))
-    try:
-        for o, r in zip(survivors, pool.map(look, survivors)):
-            looked += 1
-            o.seconds += r["seconds"]
-            if r["errors"]:
-                killed += 1
-                o.status = Status.KILLED
-                o.killed_by = {
-                    "check": "memcheck",
-                    "case_id": r["first_finding_case"] or "(memcheck run)",
-                    "repro": f"python -m harness sanitize --mutants --select '{o.entry.name}' --tools memcheck --cover",
-                    "message": "; ".join(r["findings"][:3]) or f"{r['errors']} memcheck errors",
-                }
-            else:
-                o.note = f"memcheck second look: {'clean' if r['clean'] else r['problem']}"
-            if on_done:
-                on_done(o)
-    except KeyboardInterrupt:  # stopped (Ctrl-C, SIGTERM): kill the sanitizer runs, keep what was seen
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list(running):
-            sanitizers.kill(proc)
-        for o in survivors[looked:]:
-            o.note = "memcheck second look interrupted before this mutant"
-        return {"available": True, "checked": looked, "killed": killed, "interrupted": True}
-    pool.shutdown(wait=True)
-    return {"available": True, "checked": len(survivors), "killed": killed}
 
 
 HINTS_SHARED = 3  # the cases that killed the most mutants last time, tried after a mutant's own

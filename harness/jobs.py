@@ -70,7 +70,7 @@ class JobResult:
 @dataclasses.dataclass
 class Event:
     job: Job
-    kind: str  # "case" | "done"
+    kind: str  # "case" | "done" | "skipped" (not run: see run_jobs's skip)
     cases_run: int
     failed: int
     current: str | None
@@ -291,6 +291,8 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                     while pending and skip is not None and skip(pending[0][1]):
                         index, job = pending.pop(0)
                         results[index] = JobResult(job, "skipped", [], 0, 0.0)
+                        if on_event:
+                            on_event(Event(job, "skipped", 0, 0, None))
                     if not pending:
                         continue
                     index, job = pending.pop(0)

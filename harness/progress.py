@@ -44,10 +44,11 @@ class Progress:
 
     def __call__(self, event: Event) -> None:
         label = event.job.label
-        if event.kind == "done":
+        if event.kind in ("done", "skipped"):
             self.finished += 1
             verdict = "ok" if event.failed == 0 else f"{event.failed} failed check(s)"
-            line = f"[{self.title}] {self.finished}/{self.total} {label}: {event.cases_run} cases, {verdict}"
+            line = f"[{self.title}] {self.finished}/{self.total} {label}: " + (
+                f"{event.cases_run} cases, {verdict}" if event.kind == "done" else f"not run ({event.current or 'skipped'})")
             if self._rich:
                 self._rich.update(self._task, advance=1, status=f"{label} done")
                 self._rich.console.print(line)

@@ -33,6 +33,10 @@ def _mutation_detail(mutation: dict) -> str:
     clean = (mutation.get("sanity") or {}).get("clean_seconds") or {}
     if clean:
         parts.append(f"sanity (slowest clean run) {max(clean.values()):.1f} s")
+    first = mutation.get("memcheck_first") or {}
+    if first.get("seconds") is not None:
+        parts.append(f"memcheck first look {first['seconds']:.1f} s beside the pool "
+                     f"({first.get('killed', 0)} of {first.get('looked', 0)} killed)")
     memcheck = mutation.get("memcheck") or {}
     if memcheck.get("seconds") is not None:
         parts.append(f"memcheck second look {memcheck['seconds']:.1f} s ({memcheck.get('checked', 0)} survivors)")

@@ -178,3 +178,101 @@ def test_run_jobs_skips_what_the_caller_says_without_starting_a_worker():
                 case=None, stop_at_first_failure=True, timeout=60.0, extra_modules=()) for _ in range(3)]
     results = run_jobs(jobs, parallel=2, skip=lambda job: True)
     assert [r.status for r in results] == ["skipped"] * 3 and all(r.pid == 0 for r in results)
+
+
+class FakeLooks:
+    """Stands for harness.memcheck_looks.FirstLooks: a kill for the names in ``kills``."""
+
+    def __init__(self, entries, kills):
+        self.entries = {e.name: e for e in entries}
+        self.kills = kills
+        self.asked, self.closed = [], []
+
+    def __contains__(self, name):
+        return name in self.entries
+
+    def outcome(self, name):
+        self.asked.append(name)
+        if name not in self.kills:
+            return None
+        return Outcome(self.entries[name], Status.KILLED, {"check": "memcheck", "case_id": self.kills[name], "repro": "r"}, 2.0)
+
+    def close(self, *, interrupted=False):
+        self.closed.append(interrupted)
+
+
+def test_a_memcheck_first_look_kill_stands_for_the_suite_and_a_clean_look_runs_it(monkeypatch):
+    # run 15 on the H200: 18 mutants ran their whole suite (every case: a masked-out read fails
+    # none) before the second look killed them; the kill cache knows the case that shows it
+    from harness.jobs import Event
+
+    ran, events = [], []
+
+    def fake_run_jobs(jobs, parallel, on_event=None, reuse=True, skip=None):
+        out = []
+        for j in jobs:
+            if skip is not None and skip(j):
+                out.append(JobResult(job=j, status="skipped", records=[], cases_run=0, seconds=0.0))
+                on_event(Event(j, "skipped", 0, 0, None))
+                continue
+            ran.append(j.kernel)
+            out.append(result("ok", [record("forward", j.kernel.startswith(campaign.SANITY_PREFIX) is False)]))
+            on_event(Event(j, "done", 1, int(j.kernel.startswith(campaign.SANITY_PREFIX)), None))
+        return out
+
+    monkeypatch.setattr(campaign, "run_jobs", fake_run_jobs)
+    campaign.load_mutants()
+    entries = campaign.select("rmsnorm", "cat.*")
+    first, second = entries[0], entries[1]
+    looks = FakeLooks([first, second], {first.name: CASE})
+    check, outcomes = campaign.run_campaign(entries, backend="cuda", seed=0, max_examples=0, plugins=(), parallel=1,
+                                            modules=(), equivalent={}, first_looks=looks,
+                                            on_event=events.append)
+    assert check.passed
+    by_name = {o.entry.name: o for o in outcomes}
+    assert [o.entry.name for o in outcomes] == [e.name for e in entries]  # the report keeps the catalog's order
+    assert by_name[first.name].status is Status.KILLED and by_name[first.name].killed_by["check"] == "memcheck"
+    assert first.name not in ran  # its suite never ran
+    assert second.name in ran and by_name[second.name].status is Status.SURVIVED  # a clean look: the usual path
+    mutants_ran = [k for k in ran if k.startswith("cat.")]
+    assert mutants_ran[-1] == second.name  # the looked-at mutants are queued last
+    assert looks.closed == [False]
+    skipped = [e for e in events if e.kind == "skipped"]
+    assert [e.current for e in skipped] == ["killed by its memcheck first look"]
+
+
+def test_first_looks_run_the_cached_case_and_a_broken_look_proves_nothing(monkeypatch):
+    from harness import memcheck_looks, sanitizer
+
+    asked = []
+    finding = {"errors": 2, "clean": False, "problem": "", "seconds": 3.0, "first_finding_case": CASE,
+               "findings": ["========= Invalid __global__ read of size 4 bytes"]}
+    clean = {"errors": 0, "clean": True, "problem": "", "seconds": 1.0, "first_finding_case": None, "findings": []}
+
+    def fake_run_one(s, op, name, tool, **kw):
+        asked.append((name, tool, kw["case"], kw["mutants"]))
+        if name == "broken":
+            raise OSError("compute-sanitizer vanished")
+        return finding if name == "a" else clean
+
+    monkeypatch.setattr(sanitizer, "run_one", fake_run_one)
+    a, b, broken = entry("a"), entry("b"), entry("broken")
+    looks = memcheck_looks.FirstLooks([(a, CASE), (b, CASE), (broken, CASE)], parallel=2, sanitizer="/x/compute-sanitizer")
+    killed = looks.outcome("a")
+    assert killed.status is Status.KILLED and killed.killed_by["case_id"] == CASE
+    assert killed.killed_by["repro"] == f"python -m harness sanitize --mutants --select 'a' --tools memcheck --case '{CASE}'"
+    assert looks.outcome("b") is None and looks.outcome("broken") is None
+    looks.close()
+    assert sorted(asked) == sorted([(n, "memcheck", CASE, True) for n in ("a", "b", "broken")])
+    assert {k: v for k, v in looks.summary().items() if k != "seconds"} == {"looked": 2, "killed": 1}
+    assert "a" in looks and "c" not in looks
+
+
+def test_memcheck_kills_keep_only_memcheck_kills_with_a_real_case():
+    from harness import memcheck_looks
+
+    outcomes = [Outcome(entry("a"), Status.KILLED, {"check": "memcheck", "case_id": CASE}),
+                Outcome(entry("b"), Status.KILLED, {"check": "dx", "case_id": CASE}),
+                Outcome(entry("c"), Status.KILLED, {"check": "memcheck", "case_id": "(memcheck run)"}),
+                Outcome(entry("d"), Status.SURVIVED)]
+    assert memcheck_looks.memcheck_kills(outcomes) == {"a": CASE}

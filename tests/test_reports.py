@@ -220,11 +220,13 @@ def test_where_the_time_went_comes_from_the_reports_and_skips_what_they_lack():
     assert len(verify["kernels"]) == 2
     mutation = {**mutation_report(), "seconds": 107.2, "sanity": {"clean_seconds": {"a": 17.7, "b": 14.8}},
                 "memcheck": {"checked": 21, "killed": 18, "seconds": 35.0},
+                "memcheck_first": {"looked": 18, "killed": 17, "seconds": 22.4},
                 "workers": {"count": 16, "reuse": True, "mutants_per_gpu": {"0": 190, "1": 189}}}
     rows = timing.rows(verify, mutation, {"train-check": {"passed": True, "seconds": 6.3}})
     assert [r["step"] for r in rows] == ["verify", "train-check", "mutation"]
     assert rows[0]["seconds"] == 49.2 and rows[0]["detail"].startswith("Triton compilation 4.5 s, kernel calls 37.0 s, oracle 3.0 s, checks 10.5 s")
-    assert rows[2]["detail"] == ("sanity (slowest clean run) 17.7 s; memcheck second look 35.0 s (21 survivors); "
+    assert rows[2]["detail"] == ("sanity (slowest clean run) 17.7 s; memcheck first look 22.4 s beside the pool "
+                                 "(17 of 18 killed); memcheck second look 35.0 s (21 survivors); "
                                  "16 workers, mutants per GPU 0: 190, 1: 189")
     md = summary_md.render(verify, mutation, {"train-check": {"passed": True, "seconds": 6.3}})
     assert "| verify | 49.2 | Triton compilation 4.5 s" in md and "| train-check | 6.3 | - |" in md

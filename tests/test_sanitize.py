@@ -110,20 +110,20 @@ def test_the_driver_runs_a_mutant_when_asked(tmp_path):
 
 
 def test_without_a_sanitizer_survivors_keep_their_status_and_say_why(monkeypatch):
-    from harness import campaign
+    from harness import campaign, memcheck_looks
     from harness import sanitizer
     from harness.registry import REGISTRY
 
     monkeypatch.setattr(sanitizer, "available", lambda: None)
     entry = REGISTRY.get("rmsnorm", "triton_rmsnorm")
     survivor = campaign.Outcome(entry, campaign.Status.SURVIVED)
-    done = campaign.memcheck_survivors([survivor], parallel=2)
+    done = memcheck_looks.second_look([survivor], parallel=2)
     assert done == {"available": False, "checked": 0, "killed": 0}
     assert survivor.status is campaign.Status.SURVIVED and "not available" in survivor.note
 
 
 def test_a_memcheck_finding_turns_a_survivor_into_a_kill_with_its_case(monkeypatch):
-    from harness import campaign
+    from harness import campaign, memcheck_looks
     from harness import sanitizer
     from harness.registry import REGISTRY
 
@@ -138,7 +138,7 @@ def test_a_memcheck_finding_turns_a_survivor_into_a_kill_with_its_case(monkeypat
 
     a = campaign.Outcome(dataclasses.replace(entry, name="a"), campaign.Status.SURVIVED)
     b = campaign.Outcome(dataclasses.replace(entry, name="b"), campaign.Status.SURVIVED)
-    done = campaign.memcheck_survivors([a, b], parallel=2)
+    done = memcheck_looks.second_look([a, b], parallel=2)
     assert done == {"available": True, "checked": 2, "killed": 1}
     assert a.status is campaign.Status.KILLED and a.killed_by["check"] == "memcheck"
     assert a.killed_by["case_id"] == "rmsnorm:M=3,N=33" and "--mutants --select 'a'" in a.killed_by["repro"]
@@ -182,3 +182,25 @@ def test_a_plugin_kernel_can_be_sanitized(tmp_path, monkeypatch):
     (run,) = report["runs"]
     assert run["kernel"] == "tutorial_rmsnorm" and run["clean"] and len(run["driver_lines"]) == 3
     assert "--plugin" in run["command"]
+
+
+def test_the_driver_runs_exactly_the_case_it_is_given():
+    # the campaign's memcheck first look: the one case that killed the mutant last time
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    case = "rmsnorm:M=3,N=33,dtype=float32,layout=transposed,values=normal,eps=1e-06,seed=7"
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-m", "harness", "sanitize", "--driver", "rmsnorm/cat.r_squared", "--mutants",
+                           "--case", case], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    starts = [l for l in proc.stdout.splitlines() if l.startswith("driver: start ")]
+    assert starts == [f"driver: start {case}"] and "driver: done, 1 case(s) with failed checks" in proc.stdout
+
+
+def test_a_malformed_case_is_a_usage_error_before_looking_for_a_gpu(capsys):
+    assert main(["sanitize", "--case", "no-colon-here"]) == 2
+    assert "must look like 'OP:key=value" in capsys.readouterr().err

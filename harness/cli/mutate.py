@@ -55,7 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where the cases that killed each mutant are kept between campaigns, to try them first "
                         "(only the floor's order changes; default: REPORT_DIR/kill_cache.json; none: off)")
     p.add_argument("--no-memcheck", action="store_true",
-                   help="on a GPU, skip the compute-sanitizer memcheck second look at survivors")
+                   help="on a GPU, skip the compute-sanitizer memcheck looks (the first look at the mutants "
+                        "memcheck killed last time, the second look at survivors)")
     p.add_argument("--isolate", action="store_true",
                    help="a fresh worker process for every mutant (default: a healthy worker runs mutant after "
                         "mutant; a crash, hang or CUDA error still costs only that worker)")
@@ -75,9 +76,26 @@ def _read_kill_cache(path: Path | None) -> dict:
     return {"format": 1, "backends": {}}
 
 
+def _first_looks(cache: dict, runnable: list, backend: str, args: argparse.Namespace, parallel: int):
+    """On a GPU, the memcheck first looks (harness.memcheck_looks) at the mutants the last
+    campaign killed by memcheck, started now; None when there are none or no sanitizer."""
+    if backend != "cuda" or args.no_memcheck:
+        return None
+    from harness import sanitizer
+    from harness.memcheck_looks import FirstLooks
+
+    known = cache.get("memcheck", {})
+    cases = [(e, known[e.name]) for e in runnable if isinstance(known.get(e.name), str)]
+    path = sanitizer.available() if cases else None
+    if path is None:
+        return None
+    print(f"mutate: memcheck first look at {len(cases)} mutant(s) killed by memcheck last time ...", flush=True)
+    return FirstLooks(cases, parallel=max(1, parallel // 2), sanitizer=path)
+
+
 def run(args: argparse.Namespace) -> int:
     backend = common.prepare(args)
-    from harness import campaign
+    from harness import campaign, memcheck_looks
     from harness.cases import Case
     from harness.progress import Progress
     from reports import environment, mutation_report, writer
@@ -123,9 +141,12 @@ def run(args: argparse.Namespace) -> int:
     # the sanity jobs counted as run_campaign builds them, from the same settings (an op may have several kernels)
     checks, _ = campaign.sanity_jobs(ops, shards=campaign.clean_shards(parallel, len(ops)), case=case,
                                      **{k: settings[k] for k in ("backend", "seed", "max_examples", "plugins", "modules")})
+    looks = _first_looks(cache, runnable, backend.name, args, parallel) if not case else None
     with Progress("mutate", len(runnable) + len(checks)) as progress:
         check, outcomes = campaign.run_campaign(entries, equivalent=equivalent, timeout=args.timeout, case=case,
-                                                on_event=progress, **settings)
+                                                on_event=progress, first_looks=looks, **settings)
+    if looks is not None:
+        header["memcheck_first"] = looks.summary()
     sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
               "timeouts": check.timeouts, "runs": check.details}
 
@@ -142,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
             for o in kept:
                 kills.pop(o.entry.name, None)
             kills.update(campaign.observed_kills(kept))
+            by_memcheck = cache.setdefault("memcheck", {})  # for the next campaign's first looks
+            for o in kept:
+                by_memcheck.pop(o.entry.name, None)
+            by_memcheck.update(memcheck_looks.memcheck_kills(kept))
             try:
                 writer.write_json(cache_path.parent, cache_path.name, cache)
             except OSError as exc:
@@ -167,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     if backend.name == "cuda" and not args.no_memcheck and survivors:
         print(f"mutate: memcheck second look at {survivors} survivor(s) ...", flush=True)
         looked_from = time.monotonic()
-        header["memcheck"] = campaign.memcheck_survivors(
+        header["memcheck"] = memcheck_looks.second_look(
             outcomes, parallel=parallel,
             on_done=lambda o: print(f"  {o.entry.name}: {o.status.value}" + (f" ({o.killed_by['message'][:120]})" if o.killed_by else ""), flush=True))
         header["memcheck"]["seconds"] = round(time.monotonic() - looked_from, 1)

@@ -38,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cover", action="store_true",
                    help="after the N spread cases, up to N more for the parameter values (shapes, dtypes, "
                         "ignored rows...) those miss: how the campaign's memcheck second look picks cases")
+    p.add_argument("--case", metavar="CASE_ID",
+                   help="run only this case (a case id from a report, e.g. a memcheck kill's) instead of --cases")
     p.add_argument("--driver", metavar="OP/KERNEL", help=argparse.SUPPRESS)  # the child's side
 
 
@@ -72,11 +74,13 @@ def pick_cases(cases: list, count: int, cover: bool = False) -> list:
     return chosen
 
 
-def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, ...] = (), cover: bool = False) -> int:
+def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, ...] = (), cover: bool = False,
+            only: str | None = None) -> int:
     from harness import backend as backends
 
     backend = backends.select("auto")  # the parent checked for a GPU; auto lets tests drive it on the CPU
     from harness import loader
+    from harness.cases import Case
     from harness.registry import REGISTRY
     from harness.runner import run_case
 
@@ -89,14 +93,14 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
     entry = REGISTRY.get(op, name)
     spec = REGISTRY.op(op)
     inside = []
-    for c in spec.floor_cases(backend=backend.name):
+    for c in [] if only else spec.floor_cases(backend=backend.name):
         args = spec.make_inputs(c, "cpu").args
         size = sum(a.numel() * a.element_size() for a in args if hasattr(a, "numel"))
         # within the contract, and of bounded size: the sanitizers slow kernels 10-100x
         if size <= MAX_CASE_BYTES and not entry.contract.violations(args):
             inside.append(c)
     failed = 0
-    for case in pick_cases(inside, count, cover):
+    for case in [Case.parse(only)] if only else pick_cases(inside, count, cover):
         print(f"driver: start {case.id}", flush=True)
         result = run_case(spec, entry, case, backend=backend.name, device=backend.device, phase="explicit")
         bad = [r.check for r in result.records if not r.passed]
@@ -116,11 +120,14 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
 
 def run(args: argparse.Namespace) -> int:
     if args.driver:
-        return _driver(args.driver, args.cases, args.mutants, tuple(args.plugin), args.cover)
+        return _driver(args.driver, args.cases, args.mutants, tuple(args.plugin), args.cover, args.case)
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     unknown = [t for t in tools if t not in TOOLS]
     if unknown or not tools:
         raise UsageError(f"--tools {args.tools!r}: unknown {unknown or 'empty list'}; choose from {', '.join(TOOLS)}")
+    from harness.cases import Case
+
+    case_op = Case.parse(args.case).op if args.case else None  # a malformed id is a usage error (exit 2)
     from harness import sanitizer as sanitizers
 
     sanitizer = sanitizers.find()  # raises (exit 2) unless a GPU and compute-sanitizer are there
@@ -141,12 +148,17 @@ def run(args: argparse.Namespace) -> int:
         entries = REGISTRY.select(kind="kernel", pattern=args.select)  # the project's, and the plugins'
     if not entries:
         raise UsageError(f"--select {args.select!r} matches no {'mutant' if args.mutants else 'kernel'}")
+    if case_op:
+        entries = [e for e in entries if e.op == case_op]
+        if not entries:
+            raise UsageError(f"--case is a case of op {case_op!r}, but --select {args.select!r} matches no "
+                             f"{'mutant' if args.mutants else 'kernel'} of that op")
     runs = []
     for entry in entries:
         for tool in tools:
             print(f"sanitize: {tool} on {entry.op}/{entry.name} ...", flush=True)
             r = sanitizers.run_one(sanitizer, entry.op, entry.name, tool, cases=args.cases, timeout=args.timeout,
-                             mutants=args.mutants, plugins=tuple(args.plugin), cover=args.cover)
+                             mutants=args.mutants, plugins=tuple(args.plugin), cover=args.cover, case=args.case)
             runs.append(r)
             verdict = "clean" if r["clean"] else f"FINDINGS ({r['errors']} errors)" if r["errors"] else f"FAILED: {r['problem']}"
             print(f"  {verdict}  in {r['seconds']} s", flush=True)
