@@ -191,7 +191,8 @@ def test_targets_judge_the_fastest_project_kernel_against_its_goal_and_the_other
         return {"workload": "w", "implementation": impl, "mode": mode, "median_us": us, "extra_peak_bytes": peak}
 
     w = benchmark.Workload("w", make=None, bytes={}, targets_us={"forward": 100.0, "forward+backward": 300.0},
-                           target_peak_bytes={"forward+backward": 1000})
+                           target_peak_bytes={"forward+backward": 1000},
+                           limits={"forward": "launches", "forward+backward": "bytes: dW rewritten per chunk"})
     results = [row("a (project)", "forward", 90.0), row("b (project)", "forward", 120.0), row("torch", "forward", 60.0),
                row("a (project)", "forward+backward", 450.0, peak=1200), row("b (project)", "forward+backward", 400.0, peak=900),
                row("torch", "forward+backward", 500.0, peak=5000),
@@ -204,6 +205,9 @@ def test_targets_judge_the_fastest_project_kernel_against_its_goal_and_the_other
     lines = benchmark.format_targets([fwd, both])
     assert "met (time: 0.75x b (project), 1.50x torch)" in lines[0]
     assert "NOT met, 1.33x the target" in lines[1] and "0.000 GB against <= 0.000 GB: met" in lines[1]
+    # what limits a kernel is said where a goal is missed, and only there
+    assert "limited_by" not in fwd and both["limited_by"] == "bytes: dW rewritten per chunk"
+    assert lines[2] == "  limited by: bytes: dW rewritten per chunk" and len(lines) == 3
     # no project kernel, or no goal: nothing to judge
     assert benchmark.assess_targets([w], [row("torch", "forward", 1.0)]) == []
     assert benchmark.assess_targets([benchmark.Workload("w", make=None, bytes={})], results) == []

@@ -90,7 +90,7 @@ def _first_looks(cache: dict, runnable: list, backend: str, args: argparse.Names
     if path is None:
         return None
     print(f"mutate: memcheck first look at {len(cases)} mutant(s) killed by memcheck last time ...", flush=True)
-    return FirstLooks(cases, parallel=max(1, parallel // 2), sanitizer=path)
+    return FirstLooks(cases, parallel=max(1, parallel), sanitizer=path)
 
 
 def run(args: argparse.Namespace) -> int:
