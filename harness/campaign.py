@@ -250,7 +250,8 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
 
     Mutants with a ``first_looks`` entry (memcheck on the case that killed them last time,
     already running beside the pool: harness.memcheck_looks) are queued last; when one's turn
-    comes, a kill by its look stands for its run, else it runs the suite like any other.
+    comes, a kill by its look stands for its run, else it runs the suite like any other; while
+    its look is still running it waits in the queue (the pool keeps watching the running jobs).
     """
     ops = sorted({e.op for e in entries})
     kw = dict(backend=backend, seed=seed, max_examples=max_examples, plugins=plugins, modules=modules, case=case)
@@ -268,9 +269,12 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
         to_run.sort(key=lambda e: e.name in first_looks)
     looked: dict[str, Outcome] = {}
 
-    def killed_by_look(job: Job) -> bool:
+    def killed_by_look(job: Job) -> bool | None:
+        """True: its first look killed it; None: the look is still running (the pool waits)."""
         if first_looks is None or job.kernel not in first_looks:
             return False
+        if not first_looks.done(job.kernel):
+            return None
         found = first_looks.outcome(job.kernel)
         if found is not None:
             looked[job.kernel] = found
@@ -314,7 +318,7 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
             # not yet started are skipped, so a broken kernel is reported in seconds, not minutes
             results: list[JobResult] | None = None
             results = run_jobs(checks + mutant_jobs, parallel=parallel, on_event=events, reuse=reuse,
-                               skip=lambda job: id(job) not in sanity_ids and (bool(sanity_failed) or killed_by_look(job)))
+                               skip=lambda job: id(job) not in sanity_ids and (True if sanity_failed else killed_by_look(job)))
             not_run = []
             for e, r in zip(to_run, results[len(checks):]):
                 if r.status == "skipped":

@@ -263,8 +263,28 @@ def _key(job: Job) -> tuple:
     return (job.backend, job.plugins, job.extra_modules)
 
 
+def _next_job(pending: list[tuple[int, Job]], skip: Callable[[Job], bool | None] | None,
+              results: dict[int, JobResult], on_event: Callable[[Event], None] | None) -> int | None:
+    """The position in ``pending`` of the next job to start, or None. On the way, a job that
+    ``skip`` says True for is taken out as skipped; one it says None for (not decided yet)
+    stays queued and the next is considered."""
+    position = 0
+    while position < len(pending):
+        verdict = skip(pending[position][1]) if skip is not None else False
+        if verdict is None:
+            position += 1
+        elif verdict:
+            index, job = pending.pop(position)
+            results[index] = JobResult(job, "skipped", [], 0, 0.0)
+            if on_event:
+                on_event(Event(job, "skipped", 0, 0, None))
+        else:
+            return position
+    return None
+
+
 def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None] | None = None,
-             reuse: bool = True, skip: Callable[[Job], bool] | None = None) -> list[JobResult]:
+             reuse: bool = True, skip: Callable[[Job], bool | None] | None = None) -> list[JobResult]:
     """Run every job in a worker process, at most ``parallel`` at a time; results in job order.
 
     With ``reuse`` a worker runs job after job while it stays healthy (see ``_Worker``);
@@ -273,7 +293,9 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
     every unfinished job comes back with status ``interrupted`` and the records it had so far,
     so the caller can still write its report. A job for which ``skip`` says True when its turn
     comes is not run and comes back with status ``skipped`` (the campaign: once the sanity step
-    has failed, the mutants' results would be discarded anyway)."""
+    has failed, the mutants' results would be discarded anyway); one for which it says None is
+    not decided yet and waits in the queue while the jobs behind it go ahead (the campaign: a
+    mutant whose memcheck first look is still running)."""
     gpus = visible_gpus() if any(j.backend == "cuda" for j in jobs) else []
     pending = list(enumerate(jobs))
     workers: dict[int, _Worker] = {}  # slot -> worker (idle or running a job)
@@ -288,14 +310,10 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                     worker = workers.get(slot)
                     if not pending or (worker is not None and not worker.idle):
                         continue
-                    while pending and skip is not None and skip(pending[0][1]):
-                        index, job = pending.pop(0)
-                        results[index] = JobResult(job, "skipped", [], 0, 0.0)
-                        if on_event:
-                            on_event(Event(job, "skipped", 0, 0, None))
-                    if not pending:
+                    position = _next_job(pending, skip, results, on_event)
+                    if position is None:
                         continue
-                    index, job = pending.pop(0)
+                    index, job = pending.pop(position)
                     while True:
                         started = False
                         if worker is None or not reuse or job.fresh or not worker.usable_for(_key(job)):

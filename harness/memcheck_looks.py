@@ -114,6 +114,9 @@ class FirstLooks:
     def __contains__(self, name: str) -> bool:
         return name in self.futures
 
+    def done(self, name: str) -> bool:
+        return self.futures[name].done()
+
     def outcome(self, name: str) -> Outcome | None:
         """The kill found by this mutant's look (waiting for the look to end), or None."""
         from harness.campaign import Outcome, Status

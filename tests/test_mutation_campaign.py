@@ -191,6 +191,9 @@ class FakeLooks:
     def __contains__(self, name):
         return name in self.entries
 
+    def done(self, name):
+        return True
+
     def outcome(self, name):
         self.asked.append(name)
         if name not in self.kills:
@@ -276,3 +279,24 @@ def test_memcheck_kills_keep_only_memcheck_kills_with_a_real_case():
                 Outcome(entry("c"), Status.KILLED, {"check": "memcheck", "case_id": "(memcheck run)"}),
                 Outcome(entry("d"), Status.SURVIVED)]
     assert memcheck_looks.memcheck_kills(outcomes) == {"a": CASE}
+
+
+def test_the_pool_passes_over_a_job_not_decided_yet_and_records_the_skipped():
+    # a mutant whose memcheck first look is still running waits in the queue; the jobs behind it
+    # go ahead, and the pool keeps polling its workers meanwhile
+    from harness.jobs import Job, _next_job
+
+    jobs = {k: Job(op="rmsnorm", kernel=k, backend="interpreter", seed=0, max_examples=0, plugins=(), case=None,
+                   stop_at_first_failure=True, timeout=60.0, extra_modules=()) for k in "abc"}
+    verdicts = {"a": None, "b": True, "c": False}
+    pending = list(enumerate(jobs.values()))
+    results, events = {}, []
+    position = _next_job(pending, lambda job: verdicts[job.kernel], results, events.append)
+    assert pending[position][1].kernel == "c"  # a waits, b is skipped, c starts
+    assert [j.kernel for _, j in pending] == ["a", "c"] and results[1].status == "skipped"
+    assert [(e.job.kernel, e.kind) for e in events] == [("b", "skipped")]
+    pending.pop(position)
+    assert _next_job(pending, lambda job: verdicts[job.kernel], results, events.append) is None  # a: not yet
+    verdicts["a"] = False
+    assert _next_job(pending, lambda job: verdicts[job.kernel], results, events.append) == 0
+    assert _next_job(list(enumerate(jobs.values())), None, {}, None) == 0  # no skip: the first

@@ -97,3 +97,43 @@ def test_progress_counts_every_job_when_an_op_has_several_kernels(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     counts = [tuple(map(int, m.groups())) for m in re.finditer(r"\[mutate\] (\d+)/(\d+) ", proc.stdout + proc.stderr)]
     assert counts and {total for _, total in counts} == {5} and max(done for done, _ in counts) == 5
+
+
+@pytest.mark.slow
+def test_a_mutant_waits_for_its_first_look_while_the_pool_runs_the_others():
+    # real workers on the interpreter: a look still running keeps its mutant queued (undecided),
+    # the pool runs the rest; once the look ends its kill stands for the mutant's run
+    from harness import campaign
+    from harness.campaign import Outcome, Status
+
+    modules = campaign.load_mutants()
+    entries = campaign.select("rmsnorm", "cat.*")[:3]
+    looked, clean = entries[0], entries[1]
+
+    class SlowLooks:
+        polls = 0
+
+        def __contains__(self, name):
+            return name in (looked.name, clean.name)
+
+        def done(self, name):
+            self.polls += 1
+            return self.polls > 20  # about a second of polling
+
+        def outcome(self, name):
+            if name != looked.name:
+                return None
+            return Outcome(looked, Status.KILLED, {"check": "memcheck", "case_id": SMALL, "repro": "r"}, 3.0)
+
+        def close(self, *, interrupted=False):
+            self.closed = interrupted
+
+    looks = SlowLooks()
+    check, outcomes = campaign.run_campaign(entries, backend="interpreter", seed=0, max_examples=0, plugins=(),
+                                            parallel=2, modules=modules, equivalent={}, case=SMALL, first_looks=looks)
+    assert check.passed, check.reason
+    by_name = {o.entry.name: o for o in outcomes}
+    assert by_name[looked.name].killed_by["check"] == "memcheck" and by_name[looked.name].seconds == 3.0
+    assert by_name[clean.name].killed_by is None or by_name[clean.name].killed_by["check"] != "memcheck"
+    assert by_name[clean.name].seconds > 0  # it ran its suite
+    assert looks.polls > 20 and looks.closed is False

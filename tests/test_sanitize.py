@@ -1,6 +1,8 @@
 """sanitize: reading compute-sanitizer's summaries, choosing cases, and the no-GPU path.
 Bug classes: a run whose summary was never printed counted as clean; findings lost."""
 
+import os
+
 import pytest
 import torch
 
@@ -204,3 +206,37 @@ def test_the_driver_runs_exactly_the_case_it_is_given():
 def test_a_malformed_case_is_a_usage_error_before_looking_for_a_gpu(capsys):
     assert main(["sanitize", "--case", "no-colon-here"]) == 2
     assert "must look like 'OP:key=value" in capsys.readouterr().err
+
+
+def test_interrupted_first_looks_kill_their_sanitizer_runs(tmp_path):
+    # Ctrl-C or a CI limit during the campaign: no compute-sanitizer process may outlive it
+    import stat
+    import time
+
+    from harness import memcheck_looks
+    from harness.registry import REGISTRY
+
+    pids = tmp_path / "pids"
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text(f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 120\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    entry = REGISTRY.get("rmsnorm", "triton_rmsnorm")
+    looks = memcheck_looks.FirstLooks([(entry, "rmsnorm:M=1,N=1")], parallel=1, sanitizer=str(fake))
+    deadline = time.monotonic() + 30
+    while not (pids.exists() and looks.running) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert looks.running and not looks.done(entry.name)
+    started = time.monotonic()
+    looks.close(interrupted=True)
+    assert time.monotonic() - started < 10
+    pid = int(pids.read_text().split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the sanitizer process {pid} outlived the interrupted look")
+    assert looks.outcome(entry.name) is None  # a look that did not end proves nothing
