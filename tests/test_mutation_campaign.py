@@ -300,3 +300,39 @@ def test_the_pool_passes_over_a_job_not_decided_yet_and_records_the_skipped():
     verdicts["a"] = False
     assert _next_job(pending, lambda job: verdicts[job.kernel], results, events.append) == 0
     assert _next_job(list(enumerate(jobs.values())), None, {}, None) == 0  # no skip: the first
+
+
+def test_the_kill_cache_reader_drops_what_it_cannot_use(tmp_path, capsys):
+    import json
+
+    from harness.cli.mutate import _read_kill_cache
+
+    path = tmp_path / "kill_cache.json"
+    path.write_text(json.dumps({"format": 1, "backends": {"cuda": {"a": CASE}}, "memcheck": ["not", "a", "map"]}))
+    assert _read_kill_cache(path) == {"format": 1, "backends": {"cuda": {"a": CASE}}}
+    path.write_text("{not json")
+    assert _read_kill_cache(path) == {"format": 1, "backends": {}} and "unreadable kill cache" in capsys.readouterr().err
+    assert _read_kill_cache(None) == {"format": 1, "backends": {}}
+
+
+def test_first_looks_start_only_on_a_gpu_with_a_sanitizer_for_mutants_memcheck_killed(monkeypatch):
+    import argparse
+
+    from harness import memcheck_looks, sanitizer
+    from harness.cli.mutate import _first_looks
+
+    started = []
+    monkeypatch.setattr(memcheck_looks, "FirstLooks", lambda cases, **kw: started.append((cases, kw)) or "looks")
+    monkeypatch.setattr(sanitizer, "available", lambda: "/x/compute-sanitizer")
+    a, b = entry("a"), entry("b")
+    cache = {"memcheck": {"a": CASE, "b": 7, "gone": CASE}}
+    args = argparse.Namespace(no_memcheck=False)
+    assert _first_looks(cache, [a, b], "cuda", args, 8) == "looks"
+    (cases, kw), = started
+    assert cases == [(a, CASE)] and kw == {"parallel": 8, "sanitizer": "/x/compute-sanitizer"}
+    assert _first_looks(cache, [a, b], "interpreter", args, 8) is None  # no memcheck off a GPU
+    assert _first_looks(cache, [a], "cuda", argparse.Namespace(no_memcheck=True), 8) is None
+    assert _first_looks({}, [a], "cuda", args, 8) is None
+    monkeypatch.setattr(sanitizer, "available", lambda: None)
+    assert _first_looks(cache, [a], "cuda", args, 8) is None
+    assert len(started) == 1

@@ -69,6 +69,8 @@ def _read_kill_cache(path: Path | None) -> dict:
     try:
         data = json.loads(path.read_text())
         if data.get("format") == 1 and isinstance(data.get("backends"), dict):
+            if not isinstance(data.get("memcheck", {}), dict):  # only orders work: a bad part is dropped
+                del data["memcheck"]
             return data
     except (OSError, ValueError, AttributeError):
         pass
