@@ -103,13 +103,18 @@ class FirstLooks:
         self.cases = {e.name: case for e, case in cases}
         self.running: list = []
         self.started = time.monotonic()
-        self.ended: float | None = None
+        self.last_ended: float | None = None  # when the last look to end ended: the looks' own wall time
         self.pool = ThreadPoolExecutor(max(1, min(parallel, len(cases))))
         self.futures: dict[str, Future] = {
             e.name: self.pool.submit(sanitizers.run_one, sanitizer, e.op, e.name, "memcheck", cases=1, case=case,
                                      timeout=MEMCHECK_TIMEOUT_S, mutants=True, running=self.running)
             for e, case in cases
         }
+        for future in self.futures.values():
+            future.add_done_callback(self._ended)
+
+    def _ended(self, _future: Future) -> None:
+        self.last_ended = time.monotonic()
 
     def __contains__(self, name: str) -> bool:
         return name in self.futures
@@ -137,10 +142,10 @@ class FirstLooks:
                 sanitizers.kill(proc)
         else:
             self.pool.shutdown(wait=True)
-        self.ended = time.monotonic()
 
     def summary(self) -> dict:
-        """For the report: how many looked, how many killed, and the looks' wall time."""
+        """For the report: how many looked, how many killed, and the looks' own wall time (from
+        their start to the end of the last one, not to the end of the campaign)."""
         done = [f.result() for f in self.futures.values() if f.done() and not f.cancelled() and f.exception() is None]
         return {"looked": len(done), "killed": sum(bool(r["errors"]) for r in done),
-                "seconds": round((self.ended or time.monotonic()) - self.started, 1)}
+                "seconds": round((self.last_ended or time.monotonic()) - self.started, 1)}
