@@ -161,6 +161,10 @@ def _extras_context(extras: dict[str, dict], directory: Path | None) -> list[dic
             items.append({"passed": cond.get("passed"), "text": f"{cond.get('name', '')}: {cond.get('detail', '')}"})
         for exp in data.get("expectations") or []:
             items.append({"passed": exp.get("passed"), "text": exp.get("what", "")})
+        for goal in [g for g in data.get("targets") or [] if g.get("text")]:  # bench: each goal, met or the gap, what limits it
+            limited = f"; limited by: {goal['limited_by']}" if goal.get("limited_by") else ""
+            items.append({"passed": goal.get("met"), "label": "met" if goal.get("met") else "not met",
+                          "text": f"{goal.get('text', '')}{limited}"})
         results = [r for r in data.get("results") or [] if isinstance(r, dict)]
         out.append({
             "name": name,

@@ -85,6 +85,11 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
     for name, data in sorted((extras or {}).items()):
         if data.get("passed") is not None:
             lines += ["", f"### {name}: {_verdict(data.get('passed'))}"]
+        goals = [g for g in data.get("targets") or [] if g.get("text")]  # bench: each goal, met or the gap, what limits it
+        if goals:
+            lines += ["", f"### {name}: goals", ""]
+            lines += [f"- {'met' if g.get('met') else '**not met**'}: {_cell(g.get('text', ''))}"
+                      + (f"; limited by: {_cell(g['limited_by'])}" if g.get("limited_by") else "") for g in goals]
     steps = timing.rows(verify, mutation, extras)
     if steps:
         lines += ["", "### Where the time went", "", "| step | wall s | detail |", "|---|---:|---|"]

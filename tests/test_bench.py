@@ -208,6 +208,8 @@ def test_targets_judge_the_fastest_project_kernel_against_its_goal_and_the_other
     # what limits a kernel is said where a goal is missed, and only there
     assert "limited_by" not in fwd and both["limited_by"] == "bytes: dW rewritten per chunk"
     assert lines[2] == "  limited by: bytes: dW rewritten per chunk" and len(lines) == 3
+    # the report keeps each goal's verdict and line, for the human reports (which read records only)
+    assert (fwd["met"], both["met"]) == (True, False) and (fwd["text"], both["text"]) == (lines[0], lines[1])
     # no project kernel, or no goal: nothing to judge
     assert benchmark.assess_targets([w], [row("torch", "forward", 1.0)]) == []
     assert benchmark.assess_targets([benchmark.Workload("w", make=None, bytes={})], results) == []

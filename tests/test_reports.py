@@ -234,3 +234,20 @@ def test_where_the_time_went_comes_from_the_reports_and_skips_what_they_lack():
     # an older report without any timing: the rows say "-" rather than invent a figure
     bare = timing.rows({"kernels": [{}]}, {})
     assert bare == [{"step": "verify", "seconds": None, "detail": ""}, {"step": "mutation", "seconds": None, "detail": ""}]
+
+
+def test_bench_goals_show_met_or_the_gap_and_what_limits_them():
+    # issue #6: where a goal is not met, the report shows the gap and what limits it
+    missed = {"workload": "w", "mode": "forward+backward", "met": False, "limited_by": "bytes: dW rewritten per chunk",
+              "text": "target w forward+backward: k (project) 139.0 us against <= 80.0 us: NOT met, 1.74x the target"}
+    met = {"workload": "w", "mode": "forward", "met": True, "text": "target w forward: k (project) 1.0 us against <= 2.0 us: met"}
+    old = {"workload": "w", "mode": "forward", "time_met": True}  # a bench report from before the text was kept
+    bench = {"device": "H200", "command": "python -m harness bench --op x", "results": [], "targets": [missed, met, old]}
+    md = summary_md.render(verify_report(), None, {"bench x": bench})
+    assert "### bench x: goals" in md
+    assert "- **not met**: target w forward+backward: k (project) 139.0 us" in md and "limited by: bytes: dW rewritten" in md
+    assert "- met: target w forward: k (project) 1.0 us against <= 2.0 us: met" in md
+    assert sum(line.startswith(("- met", "- **not met**")) for line in md.splitlines()) == 2  # the old one is left out
+    page = html.render(verify_report(), None, {"bench x": bench})
+    assert ">not met</span> target w forward+backward" in page and "limited by: bytes: dW rewritten per chunk" in page
+    assert ">met</span> target w forward: k (project)" in page
