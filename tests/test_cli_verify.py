@@ -76,6 +76,16 @@ def test_repro_command_reruns_exactly_one_case(tmp_path):
     report = json.loads((tmp_path / "verify.json").read_text())
     assert {c["case_id"] for c in report["cases"]} == {case}
     assert {c["phase"] for c in report["cases"]} == {"explicit"}
+    assert (tmp_path / "index.html").is_file() and (tmp_path / "summary.md").is_file()  # rendered by default
+
+
+def test_no_render_writes_verify_json_only(tmp_path):
+    # make verify renders once at its end; verify's own rendering would be done twice
+    case = "rmsnorm:M=3,N=33,dtype=float32,layout=contiguous,values=normal,eps=1e-06,seed=5"
+    proc = harness("verify", "--backend", "interpreter", "--op", "rmsnorm", "--case", case, "--no-render",
+                   "--report-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["verify.json"]
 
 
 def test_crashing_and_hanging_kernels_are_recorded_and_the_run_finishes(tmp_path):

@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=common.at_least_one, default=None, metavar="K",
                    help="split each kernel's cases over K workers; the case set is the same for any K "
                         "(default: spare worker slots shared among the kernels)")
+    p.add_argument("--no-render", action="store_true",
+                   help="write verify.json only, not index.html / junit.xml / summary.md (make verify renders "
+                        "them once, at its end, with `python -m harness report`)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,9 +84,10 @@ def run(args: argparse.Namespace) -> int:
     report = verify_report.build(header, kernels, records)
     path = writer.write_json(args.report_dir, "verify.json", report)
     console.print_verify(report, path=str(path))
-    from harness.cli import report as report_cli
+    if not args.no_render:
+        from harness.cli import report as report_cli
 
-    report_cli.write_after_run(args.report_dir)  # a rendering failure warns; the exit status stays the verdict
+        report_cli.write_after_run(args.report_dir)  # a rendering failure warns; the exit status stays the verdict
     if interrupted:
         print("verify: interrupted; the report holds the cases that ran", file=sys.stderr)
         return 130
