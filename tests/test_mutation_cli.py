@@ -137,3 +137,16 @@ def test_a_mutant_waits_for_its_first_look_while_the_pool_runs_the_others():
     assert by_name[clean.name].killed_by is None or by_name[clean.name].killed_by["check"] != "memcheck"
     assert by_name[clean.name].seconds > 0  # it ran its suite
     assert looks.polls > 20 and looks.closed is False
+
+
+@pytest.mark.slow
+def test_a_cpu_campaign_keeps_the_gpus_memcheck_kills_in_the_kill_cache(tmp_path):
+    # one report dir for both backends: the interpreter has no memcheck, so it must not forget them
+    cache = tmp_path / "kill_cache.json"
+    cache.write_text(json.dumps({"format": 1, "backends": {}, "memcheck": {"plugin.scaled": SMALL, "gen.x": SMALL}}))
+    proc = mutate("--plugin", PLUGIN, "--select", "plugin.scaled", "--case", SMALL, "--jobs", "2",
+                  "--report-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    kept = json.loads(cache.read_text())
+    assert kept["memcheck"] == {"plugin.scaled": SMALL, "gen.x": SMALL}
+    assert kept["backends"]["interpreter"] == {"plugin.scaled": SMALL}

@@ -165,10 +165,11 @@ def run(args: argparse.Namespace) -> int:
             for o in kept:
                 kills.pop(o.entry.name, None)
             kills.update(campaign.observed_kills(kept))
-            by_memcheck = cache.setdefault("memcheck", {})  # for the next campaign's first looks
-            for o in kept:
-                by_memcheck.pop(o.entry.name, None)
-            by_memcheck.update(memcheck_looks.memcheck_kills(kept))
+            if backend.name == "cuda":  # memcheck kills, for the next GPU campaign's first looks
+                by_memcheck = cache.setdefault("memcheck", {})
+                for o in kept:
+                    by_memcheck.pop(o.entry.name, None)
+                by_memcheck.update(memcheck_looks.memcheck_kills(kept))
             try:
                 writer.write_json(cache_path.parent, cache_path.name, cache)
             except OSError as exc:
