@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from harness import sanitizer as sanitizers
-
-if TYPE_CHECKING:
-    from harness.campaign import Outcome
-    from harness.registry import KernelEntry
+from harness.campaign import Outcome, Status
+from harness.registry import KernelEntry
 
 MEMCHECK_CASES = 8
 MEMCHECK_TIMEOUT_S = 300.0
@@ -50,8 +48,6 @@ def second_look(outcomes: list[Outcome], *, parallel: int, on_done: Callable[[Ou
     shapes and parameter values those miss (an edge such as V = 1 with every row ignored is
     where a masked-out read past the end shows). Turns survivors with findings into kills by
     ``memcheck``, with the case and a repro; returns what was done, for the report."""
-    from harness.campaign import Status
-
     survivors = [o for o in outcomes if o.status is Status.SURVIVED]
     sanitizer = sanitizers.available()
     if not survivors or sanitizer is None:
@@ -124,8 +120,6 @@ class FirstLooks:
 
     def outcome(self, name: str) -> Outcome | None:
         """The kill found by this mutant's look (waiting for the look to end), or None."""
-        from harness.campaign import Outcome, Status
-
         try:
             r = self.futures[name].result()
         except Exception:  # noqa: BLE001 - a look that broke proves nothing: the usual path decides
