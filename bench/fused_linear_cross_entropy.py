@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from harness.benchmark import BenchInputs, Protocol, Unavailable, Workload
+from harness.workflows.benchmark import BenchInputs, Protocol, Unavailable, Workload
 
 IGNORE_INDEX = -100
 # (N, D, V, dtype, kept by --quick): a small LLM head, and the Llama-3-8B-sized head

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.benchmark import BenchInputs, Unavailable, Workload
+from harness.workflows.benchmark import BenchInputs, Unavailable, Workload
 
 EPS = 1e-6
 # (M, N, dtype, kept by --quick): the seed's benchmark shape, and one LLM layer's activations

@@ -4,7 +4,7 @@ Public plugin API: ``register_kernel``, ``register_mutant``, ``Contract``.
 """
 
 from harness.errors import HarnessError, PluginError, RegistryError, UsageError
-from harness.registry import Contract, register_kernel, register_mutant, register_op
+from harness.registry.registry import Contract, register_kernel, register_mutant, register_op
 
 __all__ = [
     "Contract",

@@ -1,6 +1,6 @@
 """The checks every op gets, each a small function returning (passed, message[, comparison]).
 
-The runner (harness.runner) calls them in order on one case; each result becomes one record.
+The runner (harness.run.runner) calls them in order on one case; each result becomes one record.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any, Sequence
 
 import torch
 
-from harness.compare import Comparison, bitwise_equal, compare
-from harness.opspec import Meta
-from harness.tolerances import Tolerance
+from harness.compare.allclose import Comparison, bitwise_equal, compare
+from harness.registry.opspec import Meta
+from harness.compare.tolerances import Tolerance
 
 REJECTIONS = (ValueError, TypeError, NotImplementedError)
 

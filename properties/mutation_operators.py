@@ -2,7 +2,7 @@
 
 Each operator receives one AST node of a ``@triton.jit`` function and the function's
 :class:`Scope`, and yields replacement nodes (it never modifies the node it is given). The
-engine (``harness.mutagen``) visits every node of every kernel in a fixed order and applies
+engine (``harness.mutation.mutagen``) visits every node of every kernel in a fixed order and applies
 the operators in table order, so a generated mutant's name always denotes the same change.
 
 Replacements that could never compile on a GPU are not generated at all (e.g. a runtime

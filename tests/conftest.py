@@ -12,8 +12,8 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
-from harness.backend import current  # noqa: E402
-from harness.registry import load_project_kernels  # noqa: E402
+from harness.run.backend import current  # noqa: E402
+from harness.registry.registry import load_project_kernels  # noqa: E402
 
 load_project_kernels()
 

@@ -1,4 +1,4 @@
-"""harness.benchmark and bench/rmsnorm.py, on the CPU. Bug classes: wrong statistics (mean for
+"""harness.workflows.benchmark and bench/rmsnorm.py, on the CPU. Bug classes: wrong statistics (mean for
 median, warm-up counted), a failing implementation hiding the others, byte counts that make
 bandwidth figures wrong, implementations wired with the wrong signature."""
 
@@ -7,7 +7,7 @@ import types
 import pytest
 import torch
 
-from harness import benchmark
+from harness.workflows import benchmark
 from harness.cli import main
 from harness.errors import UsageError
 

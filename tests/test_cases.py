@@ -1,8 +1,8 @@
-"""harness.cases: stable ids that round-trip, and a repro command that names the case."""
+"""harness.cases.case: stable ids that round-trip, and a repro command that names the case."""
 
 import pytest
 
-from harness.cases import Case, repro_command
+from harness.cases.case import Case, repro_command
 from harness.errors import UsageError
 
 

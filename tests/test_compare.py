@@ -1,11 +1,11 @@
-"""harness.compare: tolerance arithmetic, non-finite values, shapes, diagnostics.
+"""harness.compare.allclose: tolerance arithmetic, non-finite values, shapes, diagnostics.
 Bug classes: signed max-difference checks, NaN silently passing, off-by-one tolerance edges."""
 
 import math
 
 import torch
 
-from harness.compare import bitwise_equal, compare
+from harness.compare.allclose import bitwise_equal, compare
 
 
 def t(values):

@@ -1,8 +1,8 @@
-"""harness.compile_clock: Triton's JIT hooks time each compilation; hooks set before are kept."""
+"""harness.run.compile_clock: Triton's JIT hooks time each compilation; hooks set before are kept."""
 
 import time
 
-from harness import compile_clock
+from harness.run import compile_clock
 
 
 def test_the_clock_adds_the_time_between_the_two_hooks_and_keeps_earlier_hooks():

@@ -1,4 +1,4 @@
-"""harness.exercise: the seed's BLOCK-divisor exercise. Bug class: a mean divided by the padded
+"""harness.workflows.exercise: the seed's BLOCK-divisor exercise. Bug class: a mean divided by the padded
 block width instead of the row length, invisible when N is a power of two."""
 
 import inspect
@@ -7,7 +7,7 @@ import json
 import pytest
 
 import kernels.rmsnorm
-from harness import exercise
+from harness.workflows import exercise
 from harness.cli import main
 
 
@@ -44,7 +44,7 @@ def test_exercise_shows_the_seed_figures(backend, device):
 
 
 def test_mutants_are_not_registered():
-    from harness.registry import REGISTRY
+    from harness.registry.registry import REGISTRY
 
     exercise.build_mutant("block_divisor_forward")
     assert all(e.name not in exercise.MUTANTS for e in REGISTRY.entries.values())

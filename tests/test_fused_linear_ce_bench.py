@@ -4,7 +4,7 @@ implementations that can run here agree on a small input (a wrongly wired column
 import torch
 
 import bench.fused_linear_cross_entropy as bf
-from harness.benchmark import Unavailable
+from harness.workflows.benchmark import Unavailable
 
 
 def test_workloads_include_the_issue_shape_with_three_matmuls_of_flops():

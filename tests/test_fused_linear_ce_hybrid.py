@@ -6,9 +6,9 @@ an upstream gradient ignored or applied twice, a backward that is not repeatable
 import pytest
 import torch
 
-from harness.cases import Case
-from harness.registry import REGISTRY
-from harness.runner import run_case
+from harness.cases.case import Case
+from harness.registry.registry import REGISTRY
+from harness.run.runner import run_case
 from kernels import fused_linear_ce_hybrid as h
 
 OP = "fused_linear_cross_entropy"

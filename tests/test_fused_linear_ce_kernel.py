@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import properties.mutants.fused_linear_cross_entropy as catalog
-from harness.cases import Case
-from harness.registry import REGISTRY
-from harness.runner import run_case
+from harness.cases.case import Case
+from harness.registry.registry import REGISTRY
+from harness.run.runner import run_case
 from kernels import fused_linear_ce as k
 
 OP = "fused_linear_cross_entropy"

@@ -1,6 +1,6 @@
-"""harness.jobs: worker environments spread over every visible GPU; nothing assumes one GPU."""
+"""harness.execution.jobs: worker environments spread over every visible GPU; nothing assumes one GPU."""
 
-from harness.jobs import Job, visible_gpus, worker_env
+from harness.execution.jobs import Job, visible_gpus, worker_env
 
 
 def job(backend):
@@ -28,7 +28,7 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
 
 # --- the pool: worker reuse, crash isolation, sharding ------------------------------------------
 
-from harness.jobs import run_jobs  # noqa: E402
+from harness.execution.jobs import run_jobs  # noqa: E402
 
 PLUGIN = "tests/fixtures/mutation_plugin.py"
 SMALL = "rmsnorm:M=3,N=33,dtype=float32,layout=contiguous,values=normal,eps=1e-06,seed=5"
@@ -117,9 +117,9 @@ def test_a_worker_that_fails_its_health_check_is_retired_before_the_next_job():
 
 
 def test_a_crash_message_leads_with_the_workers_last_error_line():
-    from harness.jobs import _crash_message
+    from harness.execution.jobs import _crash_message
 
-    tail = ("  File \"harness/runner.py\", line 81, in enter\n    self.sync()\n"
+    tail = ("  File \"harness/run/runner.py\", line 81, in enter\n    self.sync()\n"
             "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
             "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
     msg = _crash_message(1, tail)

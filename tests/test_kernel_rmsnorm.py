@@ -4,8 +4,8 @@ cleanly, and reproduces the seed's worked numbers."""
 import pytest
 import torch
 
-from harness.registry import REGISTRY
-from harness.runner import run_case
+from harness.registry.registry import REGISTRY
+from harness.run.runner import run_case
 from kernels import rmsnorm as k
 
 SPEC = REGISTRY.op("rmsnorm")

@@ -1,12 +1,13 @@
-"""harness.campaign: outcome classification, score, kill matrix, set cover, sanity refusal (no workers)."""
+"""harness.mutation.campaign: outcome classification, score, kill matrix, set cover, sanity refusal (no workers)."""
 
 import pytest
 
-from harness import campaign, mutagen
-from harness.campaign import Outcome, Status
-from harness.jobs import JobResult
-from harness.record import CaseRecord
-from harness.registry import Contract, KernelEntry
+from harness.mutation import campaign
+from harness.mutation import mutagen
+from harness.mutation.campaign import Outcome, Status
+from harness.execution.jobs import JobResult
+from harness.record.case_record import CaseRecord
+from harness.registry.registry import Contract, KernelEntry
 
 CASE = "rmsnorm:M=17,N=257,dtype=float32,layout=contiguous,values=normal,eps=1e-06,seed=1"
 
@@ -121,7 +122,7 @@ def test_floor_hints_put_each_mutants_own_kill_first_then_the_most_killing_cases
 
 
 def test_observed_kills_keep_real_cases_only(tmp_path):
-    from harness.registry import REGISTRY
+    from harness.registry.registry import REGISTRY
 
     entry = REGISTRY.get("rmsnorm", "triton_rmsnorm")
     import dataclasses
@@ -145,7 +146,7 @@ def test_an_outcome_names_the_gpu_that_ran_it(tmp_path):
 def test_once_sanity_fails_the_mutants_not_yet_started_are_skipped(monkeypatch):
     # run 13 on the H200: a clean kernel failed in 9 s, and the pool still ran 384 mutants for
     # 82 s whose results were then discarded
-    from harness.jobs import Event
+    from harness.execution.jobs import Event
 
     ran = []
 
@@ -172,7 +173,7 @@ def test_once_sanity_fails_the_mutants_not_yet_started_are_skipped(monkeypatch):
 
 
 def test_run_jobs_skips_what_the_caller_says_without_starting_a_worker():
-    from harness.jobs import Job, run_jobs
+    from harness.execution.jobs import Job, run_jobs
 
     jobs = [Job(op="rmsnorm", kernel="triton_rmsnorm", backend="interpreter", seed=0, max_examples=0, plugins=(),
                 case=None, stop_at_first_failure=True, timeout=60.0, extra_modules=()) for _ in range(3)]
@@ -181,7 +182,7 @@ def test_run_jobs_skips_what_the_caller_says_without_starting_a_worker():
 
 
 class FakeLooks:
-    """Stands for harness.memcheck_looks.FirstLooks: a kill for the names in ``kills``."""
+    """Stands for harness.mutation.memcheck_looks.FirstLooks: a kill for the names in ``kills``."""
 
     def __init__(self, entries, kills):
         self.entries = {e.name: e for e in entries}
@@ -207,7 +208,7 @@ class FakeLooks:
 def test_a_memcheck_first_look_kill_stands_for_the_suite_and_a_clean_look_runs_it(monkeypatch):
     # run 15 on the H200: 18 mutants ran their whole suite (every case: a masked-out read fails
     # none) before the second look killed them; the kill cache knows the case that shows it
-    from harness.jobs import Event
+    from harness.execution.jobs import Event
 
     ran, events = [], []
 
@@ -245,7 +246,8 @@ def test_a_memcheck_first_look_kill_stands_for_the_suite_and_a_clean_look_runs_i
 
 
 def test_first_looks_run_the_cached_case_and_a_broken_look_proves_nothing(monkeypatch):
-    from harness import memcheck_looks, sanitizer
+    from harness.mutation import memcheck_looks
+    from harness.mutation import sanitizer
 
     asked = []
     finding = {"errors": 2, "clean": False, "problem": "", "seconds": 3.0, "first_finding_case": CASE,
@@ -276,7 +278,7 @@ def test_first_looks_run_the_cached_case_and_a_broken_look_proves_nothing(monkey
 
 
 def test_memcheck_kills_keep_only_memcheck_kills_with_a_real_case():
-    from harness import memcheck_looks
+    from harness.mutation import memcheck_looks
 
     outcomes = [Outcome(entry("a"), Status.KILLED, {"check": "memcheck", "case_id": CASE}),
                 Outcome(entry("b"), Status.KILLED, {"check": "dx", "case_id": CASE}),
@@ -288,7 +290,7 @@ def test_memcheck_kills_keep_only_memcheck_kills_with_a_real_case():
 def test_the_pool_passes_over_a_job_not_decided_yet_and_records_the_skipped():
     # a mutant whose memcheck first look is still running waits in the queue; the jobs behind it
     # go ahead, and the pool keeps polling its workers meanwhile
-    from harness.jobs import Job, _next_job
+    from harness.execution.jobs import Job, _next_job
 
     jobs = {k: Job(op="rmsnorm", kernel=k, backend="interpreter", seed=0, max_examples=0, plugins=(), case=None,
                    stop_at_first_failure=True, timeout=60.0, extra_modules=()) for k in "abc"}
@@ -322,7 +324,8 @@ def test_the_kill_cache_reader_drops_what_it_cannot_use(tmp_path, capsys):
 def test_first_looks_start_only_on_a_gpu_with_a_sanitizer_for_mutants_memcheck_killed(monkeypatch):
     import argparse
 
-    from harness import memcheck_looks, sanitizer
+    from harness.mutation import memcheck_looks
+    from harness.mutation import sanitizer
     from harness.cli.mutate import _first_looks
 
     started = []

@@ -103,8 +103,8 @@ def test_progress_counts_every_job_when_an_op_has_several_kernels(tmp_path):
 def test_a_mutant_waits_for_its_first_look_while_the_pool_runs_the_others():
     # real workers on the interpreter: a look still running keeps its mutant queued (undecided),
     # the pool runs the rest; once the look ends its kill stands for the mutant's run
-    from harness import campaign
-    from harness.campaign import Outcome, Status
+    from harness.mutation import campaign
+    from harness.mutation.campaign import Outcome, Status
 
     modules = campaign.load_mutants()
     entries = campaign.select("rmsnorm", "cat.*")[:3]

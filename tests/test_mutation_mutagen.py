@@ -1,4 +1,4 @@
-"""harness.mutagen: generated and catalog source mutants, re-jitted in memory (interpreter, in-process)."""
+"""harness.mutation.mutagen: generated and catalog source mutants, re-jitted in memory (interpreter, in-process)."""
 
 import hashlib
 import importlib
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import mutagen
+from harness.mutation import mutagen
 from harness.errors import HarnessError, RegistryError
-from harness.registry import REGISTRY
+from harness.registry.registry import REGISTRY
 
 KERNEL_FILE = Path(__file__).resolve().parent.parent / "kernels" / "rmsnorm.py"
 
@@ -104,7 +104,7 @@ def test_an_unparseable_mutant_is_incompetent(tmp_path, monkeypatch):
 def test_a_catalog_race_is_observable_on_the_gpu_only():
     # a bug only a GPU can show (the hybrid's in-place G without its barrier): declared with
     # backends=["cuda"], listed apart and never scored under the interpreter
-    from harness import campaign
+    from harness.mutation import campaign
 
     module = importlib.import_module("properties.mutants.fused_linear_cross_entropy_hybrid")
     race = next(c for c in module.CATALOG if c["name"] == "cat.hybrid_in_place_without_barrier")

@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from harness.mutagen import _scope, _visit
+from harness.mutation.mutagen import _scope, _visit
 from properties.mutation_operators import OPERATORS
 
 KERNEL = textwrap.dedent(

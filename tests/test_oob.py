@@ -1,4 +1,4 @@
-"""harness.oob: out-of-bounds loads, stores and atomics in the Triton interpreter raise
+"""harness.run.oob: out-of-bounds loads, stores and atomics in the Triton interpreter raise
 OutOfBoundsAccess naming kernel, access, argument and offset; correct kernels stay silent.
 
 Bug class targeted: dropped or wrong masks and offsets, which the bare interpreter turns
@@ -18,11 +18,11 @@ import torch
 import triton
 import triton.language as tl
 
-from harness import oob
-from harness.backend import current
-from harness.loader import load_plugin
-from harness.registry import REGISTRY, Contract
-from harness.runner import run_case
+from harness.run import oob
+from harness.run.backend import current
+from harness.registry.loader import load_plugin
+from harness.registry.registry import REGISTRY, Contract
+from harness.run.runner import run_case
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = "tests/fixtures/oob_rmsnorm.py"
@@ -229,7 +229,7 @@ def test_the_nearest_argument_is_the_one_the_access_runs_past_even_when_another_
     # the report must name Y (the access ran past its end), not X (found flaky in a fresh clone)
     import numpy as np
 
-    from harness.oob import _describe, _Launch, _Span
+    from harness.run.oob import _describe, _Launch, _Span
 
     y = _Span("Y", 2, "float32", 1000, 1400, 4)
     x = _Span("X", 0, "float32", 1400 + 4 * 8, 2000, 4)  # starts right after 8 bad lanes

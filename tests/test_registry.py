@@ -1,11 +1,11 @@
-"""harness.registry: the public plugin API's validation and error messages."""
+"""harness.registry.registry: the public plugin API's validation and error messages."""
 
 import pytest
 import torch
 
 from harness import Contract, register_kernel, register_mutant
 from harness.errors import RegistryError
-from harness.registry import REGISTRY
+from harness.registry.registry import REGISTRY
 
 
 def _cleanup(*names):
@@ -62,7 +62,7 @@ def test_select_is_a_glob_on_names():
 
 
 def test_select_takes_several_globs_separated_by_commas():
-    from harness.registry import REGISTRY, load_project_kernels
+    from harness.registry.registry import REGISTRY, load_project_kernels
 
     load_project_kernels()
     both = REGISTRY.select(kind="kernel", pattern="triton_rmsnorm, triton_flce")

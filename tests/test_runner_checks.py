@@ -1,13 +1,13 @@
-"""harness.runner + properties.checks: every check passes a correct kernel and fails a kernel
+"""harness.run.runner + properties.checks: every check passes a correct kernel and fails a kernel
 that breaks exactly that check. Kernels here are plain torch so each test is fast and targeted."""
 
 import pytest
 import torch
 
 from harness import Contract
-from harness.cases import Case
-from harness.registry import REGISTRY, KernelEntry
-from harness.runner import run_case
+from harness.cases.case import Case
+from harness.registry.registry import REGISTRY, KernelEntry
+from harness.run.runner import run_case
 
 SPEC = REGISTRY.op("rmsnorm")
 

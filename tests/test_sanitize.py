@@ -8,7 +8,7 @@ import torch
 
 from harness.cli import main
 from harness.cli.sanitize import pick_cases
-from harness.sanitizer import parse_summary
+from harness.mutation.sanitizer import parse_summary
 
 MEMCHECK_BAD = """========= COMPUTE-SANITIZER
 ========= Invalid __global__ read of size 4 bytes
@@ -45,7 +45,7 @@ def test_pick_cases_spreads_over_the_list():
 
 
 def test_pick_cases_adds_the_parameter_values_the_stride_left_out():
-    from harness.cases import Case
+    from harness.cases.case import Case
 
     # a floor whose shape cycle (3) divides the stride (30 // 8 = 3): the stride alone sees one shape
     shapes = [(1, 1, 1), (17, 33, 63), (3, 2, 1)]
@@ -82,7 +82,7 @@ def test_whole_flow_with_a_stand_in_sanitizer(tmp_path, monkeypatch, capsys):
     fake.write_text("#!/bin/sh\nwhile [ \"$1\" != \"${1#--}\" ]; do shift 2; done\n\"$@\"\nrc=$?\n"
                     "echo '========= ERROR SUMMARY: 0 errors'\nexit $rc\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    from harness import sanitizer
+    from harness.mutation import sanitizer
 
     monkeypatch.setattr(sanitizer, "find", lambda: str(fake))
     rc = main(["sanitize", "--tools", "memcheck", "--select", "triton_rmsnorm", "--cases", "2",
@@ -112,9 +112,10 @@ def test_the_driver_runs_a_mutant_when_asked(tmp_path):
 
 
 def test_without_a_sanitizer_survivors_keep_their_status_and_say_why(monkeypatch):
-    from harness import campaign, memcheck_looks
-    from harness import sanitizer
-    from harness.registry import REGISTRY
+    from harness.mutation import campaign
+    from harness.mutation import memcheck_looks
+    from harness.mutation import sanitizer
+    from harness.registry.registry import REGISTRY
 
     monkeypatch.setattr(sanitizer, "available", lambda: None)
     entry = REGISTRY.get("rmsnorm", "triton_rmsnorm")
@@ -125,9 +126,10 @@ def test_without_a_sanitizer_survivors_keep_their_status_and_say_why(monkeypatch
 
 
 def test_a_memcheck_finding_turns_a_survivor_into_a_kill_with_its_case(monkeypatch):
-    from harness import campaign, memcheck_looks
-    from harness import sanitizer
-    from harness.registry import REGISTRY
+    from harness.mutation import campaign
+    from harness.mutation import memcheck_looks
+    from harness.mutation import sanitizer
+    from harness.registry.registry import REGISTRY
 
     monkeypatch.setattr(sanitizer, "available", lambda: "/usr/bin/compute-sanitizer")
     finding = {"errors": 3, "clean": False, "problem": "", "seconds": 4.0, "first_finding_case": "rmsnorm:M=3,N=33",
@@ -152,7 +154,7 @@ def test_a_memcheck_finding_turns_a_survivor_into_a_kill_with_its_case(monkeypat
 def test_a_finding_is_reported_against_the_case_running_when_it_appeared(tmp_path, monkeypatch):
     import stat
 
-    from harness import sanitizer
+    from harness.mutation import sanitizer
 
     fake = tmp_path / "compute-sanitizer"
     fake.write_text("#!/bin/sh\nwhile [ \"$1\" != \"${1#--}\" ]; do shift 2; done\n\"$@\"\nrc=$?\n"
@@ -174,7 +176,7 @@ def test_a_plugin_kernel_can_be_sanitized(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\nwhile [ \"$1\" != \"${1#--}\" ]; do shift 2; done\n\"$@\"\nrc=$?\n"
                     "echo '========= ERROR SUMMARY: 0 errors'\nexit $rc\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    from harness import sanitizer
+    from harness.mutation import sanitizer
 
     monkeypatch.setattr(sanitizer, "find", lambda: str(fake))
     rc = main(["sanitize", "--tools", "memcheck", "--plugin", "examples/plugins/tutorial_rmsnorm.py",
@@ -213,8 +215,8 @@ def test_interrupted_first_looks_kill_their_sanitizer_runs(tmp_path):
     import stat
     import time
 
-    from harness import memcheck_looks
-    from harness.registry import REGISTRY
+    from harness.mutation import memcheck_looks
+    from harness.registry.registry import REGISTRY
 
     pids = tmp_path / "pids"
     fake = tmp_path / "compute-sanitizer"

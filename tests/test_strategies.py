@@ -5,7 +5,7 @@ import torch
 from hypothesis import find, settings
 from hypothesis.errors import InvalidArgument
 
-from harness.registry import REGISTRY
+from harness.registry.registry import REGISTRY
 from properties import layouts, strategies
 
 

@@ -1,9 +1,9 @@
-"""harness.suite sharding: k shards run exactly the cases of one unsharded run, each once."""
+"""harness.run.suite sharding: k shards run exactly the cases of one unsharded run, each once."""
 
 import pytest
 
-from harness.registry import REGISTRY
-from harness.suite import run_suite
+from harness.registry.registry import REGISTRY
+from harness.run.suite import run_suite
 
 
 def case_ids(backend, device, shard, max_examples=6):
@@ -27,7 +27,7 @@ def test_a_shard_outside_the_count_is_refused(backend, device):
 
 
 def test_floor_first_changes_the_order_only(backend, device):
-    from harness.registry import REGISTRY
+    from harness.registry.registry import REGISTRY
 
     spec, entry = REGISTRY.op("rmsnorm"), REGISTRY.get("rmsnorm", "triton_rmsnorm")
     floor = [c.id for c in spec.floor_cases(backend=backend.name)]

@@ -1,9 +1,9 @@
-"""harness.training: the seed's integration check. Bug classes: a kernel path that silently
+"""harness.workflows.training: the seed's integration check. Bug classes: a kernel path that silently
 trains with another RMSNorm (call counts), a save/reload that loses weights, paths that diverge."""
 
 import json
 
-from harness import training
+from harness.workflows import training
 from harness.cli import main
 
 TINY = training.Config(in_features=8, hidden=33, steps=5, batch=4, n_val=8, n_test=8)

@@ -1,6 +1,6 @@
 """``python -m harness bench --op OP``: time an op's implementations side by side on a GPU.
 
-The protocol, the memory measure and the ``bench/<op>.py`` interface are in harness/benchmark.py.
+The protocol, the memory measure and the ``bench/<op>.py`` interface are in harness/workflows/benchmark.py.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ def run(args: argparse.Namespace) -> int:
             "bench needs a CUDA GPU: timings in the Triton interpreter or on the CPU say nothing about "
             "kernel speed; run it on a GPU machine (unset TRITON_INTERPRET)"
         )
-    from harness import backend as backends
+    from harness.run import backend as backends
 
     backend = backends.select("cuda")
-    from harness import benchmark
+    from harness.workflows import benchmark
     from reports import environment, writer
 
     definition = benchmark.load_definition(args.op)

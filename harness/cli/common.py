@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from harness import backend as backends
-from harness.backend import BACKENDS
+from harness.run import backend as backends
+from harness.run.backend import BACKENDS
 
 DEFAULT_REPORT_DIR = "reports/out"
 
@@ -55,8 +55,8 @@ def add_selection(p: argparse.ArgumentParser) -> None:
 def prepare(args: argparse.Namespace) -> backends.Backend:
     """Choose the backend (before triton is imported), then load ops, kernels and plugins."""
     backend = backends.select(args.backend)
-    from harness import loader
-    from harness.registry import REGISTRY
+    from harness.registry import loader
+    from harness.registry.registry import REGISTRY
 
     loader.load_all(plugins=args.plugin)
     if args.op is not None:
@@ -67,7 +67,7 @@ def prepare(args: argparse.Namespace) -> backends.Backend:
 def default_jobs(backend: backends.Backend, n_jobs: int, *, shardable: bool = False) -> int:
     """Worker processes the machine sustains: at most one per job, unless the jobs can be
     sharded (verify) and the slots beyond one per job split them."""
-    from harness.jobs import visible_gpus
+    from harness.execution.jobs import visible_gpus
 
     if backend.name == "cuda":
         # a worker spends most of its time on the CPU (start-up, Python, compilation, case
@@ -82,7 +82,7 @@ def default_jobs(backend: backends.Backend, n_jobs: int, *, shardable: bool = Fa
 def mutate_jobs(requested: int | str | None, backend: backends.Backend, n_jobs: int) -> int:
     """mutate's --jobs: a number; ``auto`` (default_jobs); or, when not given, the issue's
     contract: the machine's cores, and on CUDA one worker per visible GPU."""
-    from harness.jobs import visible_gpus
+    from harness.execution.jobs import visible_gpus
 
     if isinstance(requested, int):
         return requested

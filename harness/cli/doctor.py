@@ -16,7 +16,7 @@ import shutil
 import sys
 import time
 
-from harness.backend import BACKENDS
+from harness.run.backend import BACKENDS
 
 NAME = "doctor"
 HELP = "check the environment: backend, one real kernel run against the oracle, versions, what is missing"
@@ -85,7 +85,7 @@ def _packages(out: _Out) -> bool:
 
 
 def _backend(name: str, out: _Out):
-    from harness import backend as backends
+    from harness.run import backend as backends
     from harness.errors import UsageError
 
     print("backend:")
@@ -120,7 +120,7 @@ def _backend(name: str, out: _Out):
 def _computation(backend, out: _Out) -> None:
     import torch
 
-    from harness import tolerances
+    from harness.compare import tolerances
     from oracles.rmsnorm import rmsnorm_backward, rmsnorm_reference
 
     print("one real computation:")
@@ -151,7 +151,7 @@ def _computation(backend, out: _Out) -> None:
         out.line("ok" if ok else "FAIL", f"rmsnorm 8x257 fp32 {name}: max |kernel - float64 oracle| = {err:.2e}",
                  "" if ok else "the kernel gives wrong numbers here: run `make verify` and read the report")
     print(f"        (forward + backward, including compilation, took {seconds:.2f} s)")
-    from harness.registry import REGISTRY, load_project_kernels
+    from harness.registry.registry import REGISTRY, load_project_kernels
 
     try:
         load_project_kernels()

@@ -17,10 +17,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import importlib
 
-    from harness import backend as backends
+    from harness.run import backend as backends
 
     backend = backends.select(args.backend)
-    from harness import exercise
+    from harness.workflows import exercise
     from reports import environment, writer
 
     importlib.import_module("kernels.rmsnorm")  # only this op's kernel: another op's state cannot block it

@@ -79,12 +79,12 @@ def _read_kill_cache(path: Path | None) -> dict:
 
 
 def _first_looks(cache: dict, runnable: list, backend: str, args: argparse.Namespace, parallel: int):
-    """On a GPU, the memcheck first looks (harness.memcheck_looks) at the mutants the last
+    """On a GPU, the memcheck first looks (harness.mutation.memcheck_looks) at the mutants the last
     campaign killed by memcheck, started now; None when there are none or no sanitizer."""
     if backend != "cuda" or args.no_memcheck:
         return None
-    from harness import sanitizer
-    from harness.memcheck_looks import FirstLooks
+    from harness.mutation import sanitizer
+    from harness.mutation.memcheck_looks import FirstLooks
 
     known = cache.get("memcheck", {})
     cases = [(e, known[e.name]) for e in runnable if isinstance(known.get(e.name), str)]
@@ -97,9 +97,10 @@ def _first_looks(cache: dict, runnable: list, backend: str, args: argparse.Names
 
 def run(args: argparse.Namespace) -> int:
     backend = common.prepare(args)
-    from harness import campaign, memcheck_looks
-    from harness.cases import Case
-    from harness.progress import Progress
+    from harness.mutation import campaign
+    from harness.mutation import memcheck_looks
+    from harness.cases.case import Case
+    from harness.execution.progress import Progress
     from reports import environment, mutation_report, writer
 
     started = time.monotonic()

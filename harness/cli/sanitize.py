@@ -4,8 +4,8 @@ and those of ``--plugin`` files.
 For every project kernel and every tool (memcheck: out-of-bounds and misaligned accesses;
 racecheck: shared-memory hazards inside a program, e.g. a reduction missing a barrier), a
 child process runs ``compute-sanitizer --tool TOOL python -m harness sanitize --driver
-OP/KERNEL`` (harness/sanitizer.py); the driver, here, runs the kernel forward and backward
-through ``harness.runner.run_case`` on a few of the op's floor cases (several shapes, dtypes and
+OP/KERNEL`` (harness/mutation/sanitizer.py); the driver, here, runs the kernel forward and backward
+through ``harness.run.runner.run_case`` on a few of the op's floor cases (several shapes, dtypes and
 layouts), each announced on a ``driver: start`` line so a finding can be tied to its case.
 """
 
@@ -76,17 +76,17 @@ def pick_cases(cases: list, count: int, cover: bool = False) -> list:
 
 def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, ...] = (), cover: bool = False,
             only: str | None = None) -> int:
-    from harness import backend as backends
+    from harness.run import backend as backends
 
     backend = backends.select("auto")  # the parent checked for a GPU; auto lets tests drive it on the CPU
-    from harness import loader
-    from harness.cases import Case
-    from harness.registry import REGISTRY
-    from harness.runner import run_case
+    from harness.registry import loader
+    from harness.cases.case import Case
+    from harness.registry.registry import REGISTRY
+    from harness.run.runner import run_case
 
     loader.load_all(plugins=plugins)
     if mutants:
-        from harness import campaign
+        from harness.mutation import campaign
 
         campaign.load_mutants()
     op, _, name = target.partition("/")
@@ -125,22 +125,22 @@ def run(args: argparse.Namespace) -> int:
     unknown = [t for t in tools if t not in TOOLS]
     if unknown or not tools:
         raise UsageError(f"--tools {args.tools!r}: unknown {unknown or 'empty list'}; choose from {', '.join(TOOLS)}")
-    from harness.cases import Case
+    from harness.cases.case import Case
 
     case_op = Case.parse(args.case).op if args.case else None  # a malformed id is a usage error (exit 2)
-    from harness import sanitizer as sanitizers
+    from harness.mutation import sanitizer as sanitizers
 
     sanitizer = sanitizers.find()  # raises (exit 2) unless a GPU and compute-sanitizer are there
-    from harness import backend as backends
+    from harness.run import backend as backends
 
     backend = backends.select("auto")
-    from harness import loader
-    from harness.registry import REGISTRY
+    from harness.registry import loader
+    from harness.registry.registry import REGISTRY
     from reports import environment, writer
 
     loader.load_all(plugins=args.plugin)
     if args.mutants:
-        from harness import campaign
+        from harness.mutation import campaign
 
         campaign.load_mutants()
         entries = campaign.select(None, args.select)

@@ -1,4 +1,4 @@
-"""``python -m harness train-check``: the seed's training integration (see harness/training.py)."""
+"""``python -m harness train-check``: the seed's training integration (see harness/workflows/training.py)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import importlib
 
-    from harness import backend as backends
+    from harness.run import backend as backends
 
     backend = backends.select(args.backend)
     import dataclasses
 
-    from harness import training
+    from harness.workflows import training
     from reports import environment, writer
 
     importlib.import_module("kernels.rmsnorm")  # only this op's kernel: another op's state cannot block it

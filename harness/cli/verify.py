@@ -29,10 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     backend = common.prepare(args)
-    from harness.cases import Case
-    from harness.jobs import Job, run_jobs
-    from harness.progress import Progress
-    from harness.registry import REGISTRY
+    from harness.cases.case import Case
+    from harness.execution.jobs import Job, run_jobs
+    from harness.execution.progress import Progress
+    from harness.registry.registry import REGISTRY
     from reports import console, environment, verify_report, writer
 
     entries = REGISTRY.select(op=args.op, kind="kernel", pattern=args.select)

@@ -13,8 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.mutagen import register_catalog
-from harness.registry import REGISTRY, register_mutant
+from harness.mutation.mutagen import register_catalog
+from harness.registry.registry import REGISTRY, register_mutant
 from kernels import fused_linear_ce as flce
 
 OP = "fused_linear_cross_entropy"

@@ -1,9 +1,9 @@
 """Hand-written mutants of the hybrid fused linear + cross-entropy (kernels/fused_linear_ce_hybrid.py):
-one real bug class each, as text patches re-executed in memory (harness.mutagen)."""
+one real bug class each, as text patches re-executed in memory (harness.mutation.mutagen)."""
 
 from __future__ import annotations
 
-from harness.mutagen import register_catalog
+from harness.mutation.mutagen import register_catalog
 
 OP = "fused_linear_cross_entropy"
 MODULE = "kernels.fused_linear_ce_hybrid"

@@ -8,7 +8,7 @@ The first five are the Italian seed's named bugs.
 
 from __future__ import annotations
 
-from harness.mutagen import register_catalog
+from harness.mutation.mutagen import register_catalog
 
 MODULE = "kernels.rmsnorm"
 KERNEL = "triton_rmsnorm"

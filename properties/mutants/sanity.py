@@ -7,7 +7,7 @@ Registered with ``origin="sanity"``; the campaign never counts it as a mutant.
 
 from __future__ import annotations
 
-from harness.registry import REGISTRY, register_mutant
+from harness.registry.registry import REGISTRY, register_mutant
 
 PREFIX = "sanity.forced_failure."
 

@@ -24,9 +24,9 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from harness.cases import Case
-from harness.opspec import Meta, OpInputs, OpSpec
-from harness.registry import register_op
+from harness.cases.case import Case
+from harness.registry.opspec import Meta, OpInputs, OpSpec
+from harness.registry.registry import register_op
 from oracles.fused_linear_ce import fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference
 from properties import layouts, strategies, values
 

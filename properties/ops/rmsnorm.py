@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from harness.cases import Case
-from harness.opspec import Meta, OpInputs, OpSpec
-from harness.registry import register_op
+from harness.cases.case import Case
+from harness.registry.opspec import Meta, OpInputs, OpSpec
+from harness.registry.registry import register_op
 from oracles.rmsnorm import rmsnorm_backward, rmsnorm_backward_magnitudes, rmsnorm_reference
 from properties import layouts, strategies, values
 

@@ -8,7 +8,7 @@ Allowed error per element: ``atol + rtol * |expected| + terms_rtol * magnitude``
 ``magnitude`` is optional and comes from the oracle: the size of the terms a formula
 subtracts or sums (for RMSNorm's dx, |r*u| + |x*r^3*mean(u*x)|). Where those terms cancel,
 no fp32 kernel can be closer to the result than a few fp32 ulps *of the terms*, so
-``terms_rtol`` (fp32-sized, see harness.tolerances) is applied to them on top of the output
+``terms_rtol`` (fp32-sized, see harness.compare.tolerances) is applied to them on top of the output
 dtype's own rounding allowance; without a magnitude the rule is torch.allclose's.
 """
 

@@ -3,7 +3,7 @@
 Used by ``python -m harness sanitize`` (every selected kernel and tool) and by the mutation
 campaign (a memcheck second look at GPU survivors). A child process runs
 ``compute-sanitizer --tool TOOL python -m harness sanitize --driver OP/KERNEL``; the driver
-(harness/cli/sanitize.py) runs a few floor cases through ``harness.runner.run_case``. The
+(harness/cli/sanitize.py) runs a few floor cases through ``harness.run.runner.run_case``. The
 verdict comes from the sanitizer's summary line (``ERROR SUMMARY: N errors``, racecheck's
 ``RACECHECK SUMMARY: ... (N errors, M warnings)``) and the driver's end.
 
@@ -22,9 +22,10 @@ import subprocess
 import sys
 import time
 
+from harness.settings import PROJECT_ROOT
 from harness.errors import UsageError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(PROJECT_ROOT)
 ERROR_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?")
 RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*(\d+)\s+hazards?\s+displayed\s*\((\d+)\s+errors?,\s*(\d+)\s+warnings?\)")
 FINDING = re.compile(r"^=+\s+(Invalid|Race|Error|Uninitialized|Barrier|Misaligned|Warning|Program hit)", re.I)

@@ -32,7 +32,7 @@ class Tolerance:
     atol: float
     rtol: float
     why: str = ""
-    # relative error allowed against the oracle's term magnitude (harness.compare): the kernels
+    # relative error allowed against the oracle's term magnitude (harness.compare.allclose): the kernels
     # compute in fp32 whatever their input dtype, so it is fp32's, not the output dtype's
     terms_rtol: float = 1e-5
 
@@ -49,4 +49,4 @@ def for_dtype(dtype: torch.dtype) -> Tolerance:
     try:
         return TABLE[dtype]
     except KeyError:
-        raise KeyError(f"no tolerance for dtype {dtype}; add a row to harness/tolerances.py TABLE") from None
+        raise KeyError(f"no tolerance for dtype {dtype}; add a row to harness/compare/tolerances.py TABLE") from None

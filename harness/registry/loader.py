@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.errors import PluginError, RegistryError
-from harness.registry import REGISTRY, load_project_kernels
+from harness.registry.registry import REGISTRY, load_project_kernels
 
 
 def load_plugin(path: str) -> None:

@@ -2,7 +2,7 @@
 
 An out-of-bounds read whose values are masked out later, or a store past the end of a buffer
 nobody reads, changes no output on a GPU, so the properties pass; the interpreter's guard
-(harness.oob) kills such mutants on the CPU. Memcheck sees them on the GPU, two ways:
+(harness.run.oob) kills such mutants on the CPU. Memcheck sees them on the GPU, two ways:
 
 - the second look (``second_look``): after the campaign, each survivor runs a few floor cases
   under memcheck; a memory error there is a kill by the check ``memcheck``.
@@ -20,9 +20,9 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
-from harness import sanitizer as sanitizers
-from harness.campaign import Outcome, Status
-from harness.registry import KernelEntry
+from harness.mutation import sanitizer as sanitizers
+from harness.mutation.outcome import Outcome, Status
+from harness.registry.registry import KernelEntry
 
 MEMCHECK_CASES = 8
 MEMCHECK_TIMEOUT_S = 300.0

@@ -11,12 +11,12 @@ from typing import Any, Callable
 
 import torch
 
-from harness import compile_clock
-from harness.cases import Case, repro_command
-from harness.oob import find_out_of_bounds
-from harness.opspec import Meta, OpInputs, OpSpec
-from harness.record import CaseRecord
-from harness.registry import KernelEntry
+from harness.run import compile_clock
+from harness.cases.case import Case, repro_command
+from harness.run.oob import find_out_of_bounds
+from harness.registry.opspec import Meta, OpInputs, OpSpec
+from harness.record.case_record import CaseRecord
+from harness.registry.registry import KernelEntry
 from properties import checks
 
 REPRO_BACKEND = {"interpreter": "interpreter", "cuda": "cuda"}
@@ -66,7 +66,7 @@ class CaseRun:
 class _Phases:
     """Seconds spent per phase of one case: the kernel's calls (``kernel``: execution, and
     ``compile``: Triton compiling, or loading from its disk cache, on first launches; see
-    harness.compile_clock), the oracle, the harness's checks. On CUDA the kernel phase ends
+    harness.run.compile_clock), the oracle, the harness's checks. On CUDA the kernel phase ends
     with a synchronize, so asynchronous launches are not billed to the next phase."""
 
     def __init__(self, device: torch.device):
@@ -105,7 +105,7 @@ def _poison_allocator(device: torch.device, nbytes: int) -> None:
 
 
 def _out_of_bounds(run: CaseRun, exc: BaseException | None) -> bool:
-    """Record an out-of-bounds access (harness.oob) as its own failed check."""
+    """Record an out-of-bounds access (harness.run.oob) as its own failed check."""
     oob = find_out_of_bounds(exc)
     if oob is not None:
         run.add("out_of_bounds", False, str(oob))

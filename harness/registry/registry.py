@@ -9,14 +9,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fnmatch
-import importlib
 import inspect
-import pkgutil
 from typing import Any, Callable, Iterable
 
 import torch
 
 from harness.errors import RegistryError
+from harness.registry import discovery
 
 KERNEL_KINDS = ("kernel", "mutant")
 
@@ -239,7 +238,7 @@ def register_mutant(
 
 
 def register_op(spec_cls: type) -> type:
-    """Class decorator for an op spec (see harness.opspec.OpSpec); instantiates and records it."""
+    """Class decorator for an op spec (see harness.registry.opspec.OpSpec); instantiates and records it."""
     REGISTRY.add_op(spec_cls())
     return spec_cls
 
@@ -253,17 +252,10 @@ def load_builtin_ops() -> None:
     if _BUILTINS_LOADED:
         return
     _BUILTINS_LOADED = True
-    _import_package("properties.ops")
+    discovery.import_all(discovery.OPS)
 
 
 def load_project_kernels() -> None:
     """Import every module of the ``kernels`` package; each registers its kernels."""
     load_builtin_ops()
-    _import_package("kernels")
-
-
-def _import_package(package: str) -> None:
-    pkg = importlib.import_module(package)
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{package}.{info.name}")
+    discovery.import_all(discovery.KERNELS)

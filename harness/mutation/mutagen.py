@@ -30,18 +30,19 @@ import inspect
 import json
 import linecache
 import os
-import pkgutil
 import sys
 import traceback
 import types
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from harness.settings import PROJECT_ROOT
 from harness.errors import HarnessError, RegistryError
-from harness.registry import REGISTRY, KernelEntry, load_project_kernels, register_mutant
+from harness.registry import discovery
+from harness.registry.registry import REGISTRY, KernelEntry, load_project_kernels, register_mutant
 
 MARKERS_ENV = "HARNESS_MUTATION_MARKERS"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = PROJECT_ROOT
 
 
 # --- building a mutant module ----------------------------------------------------------------
@@ -300,8 +301,7 @@ def _display_path(file: str) -> str:
 def project_modules() -> list[str]:
     """Every module of the ``kernels`` package (a new op's kernels get mutants with no edit here)."""
     load_project_kernels()
-    pkg = importlib.import_module("kernels")
-    return [f"kernels.{m.name}" for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name) if not m.name.startswith("_")]
+    return discovery.modules(discovery.KERNELS)
 
 
 def project_entries(module_name: str) -> list[KernelEntry]:

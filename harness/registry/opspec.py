@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import torch
 
-from harness import tolerances
-from harness.cases import Case
+from harness.compare import tolerances
+from harness.cases.case import Case
 
 
 @dataclasses.dataclass
@@ -56,7 +56,7 @@ class OpSpec:
         """float64 values keyed by check name: the forward output and each gradient.
 
         Optionally ``"<check>_magnitude"``: the size of the terms that formula cancels or sums,
-        against which rtol is applied where it exceeds |expected| (see harness.compare).
+        against which rtol is applied where it exceeds |expected| (see harness.compare.allclose).
         """
         raise NotImplementedError
 

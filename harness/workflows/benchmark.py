@@ -37,7 +37,6 @@ import dataclasses
 import fnmatch
 import gc
 import importlib
-import pkgutil
 import statistics
 import time
 from typing import Any, Callable, Sequence
@@ -45,6 +44,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from harness.errors import UsageError
+from harness.registry import discovery
 
 MODES = ("forward", "forward+backward")
 COPY_BYTES = 1 << 30
@@ -226,15 +226,13 @@ def copy_ceiling(device: str, clock, protocol: Protocol, nbytes: int = COPY_BYTE
 
 def load_definition(op: str):
     """Import ``bench/<op>.py`` and check it has the two functions of the interface."""
-    import bench
-
-    known = sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_"))
+    known = [name.rpartition(".")[2] for name in discovery.modules(discovery.BENCHES)]
     if op not in known:
         raise UsageError(f"no benchmark definition for op {op!r}: add bench/{op}.py; defined: {', '.join(known) or 'none'}")
-    module = importlib.import_module(f"bench.{op}")
+    module = importlib.import_module(f"{discovery.BENCHES}.{op}")
     missing = [f for f in ("workloads", "implementations") if not callable(getattr(module, f, None))]
     if missing:
-        raise UsageError(f"bench/{op}.py must define {' and '.join(missing)}() (see harness/benchmark.py's docstring)")
+        raise UsageError(f"bench/{op}.py must define {' and '.join(missing)}() (see harness/workflows/benchmark.py's docstring)")
     return module
 
 

@@ -9,7 +9,7 @@ The backward's ``mean(u * x)`` (in dx = r*u - x*r^3*mean(u*x)) can carry the sam
 The mutants are made from the project's own kernel source: one ``/ N`` after a ``tl.sum``
 is rewritten to ``/ BLOCK`` in one kernel function, and the module is re-executed under a
 name registered in ``linecache`` (no file on disk), so ``@triton.jit`` reads the mutated
-source. They run through ``harness.runner.run_case`` like any kernel, so what is shown is
+source. They run through ``harness.run.runner.run_case`` like any kernel, so what is shown is
 the harness's own records.
 """
 
@@ -23,8 +23,8 @@ from typing import Callable
 
 import torch
 
-from harness.cases import Case
-from harness.registry import REGISTRY, KernelEntry
+from harness.cases.case import Case
+from harness.registry.registry import REGISTRY, KernelEntry
 
 KERNEL_MODULE = "kernels.rmsnorm"
 PROJECT_KERNEL = "triton_rmsnorm"
@@ -77,7 +77,7 @@ def mutant_source(source: str, function: str) -> str:
     if transformer.count != 1:
         raise RuntimeError(
             f"expected exactly one 'tl.sum(...) / N' in {function} of {KERNEL_MODULE}, found {transformer.count}; "
-            "the kernel changed: update harness/exercise.py's MUTANTS"
+            "the kernel changed: update harness/workflows/exercise.py's MUTANTS"
         )
     return ast.unparse(tree)
 
@@ -120,7 +120,7 @@ def run(*, backend: str, device: str) -> dict:
     """Run the project kernel and both mutants on N=256 and N=257; return the report."""
     spec = REGISTRY.op("rmsnorm")
     entries = [REGISTRY.get("rmsnorm", PROJECT_KERNEL)] + [build_mutant(n) for n in MUTANTS]
-    from harness.runner import run_case
+    from harness.run.runner import run_case
 
     records, verdicts = [], []
     for entry in entries:

@@ -1,6 +1,6 @@
-"""Worker process: ``python -m harness.worker --serve OUT.jsonl``. Runs jobs read from stdin.
+"""Worker process: ``python -m harness.execution.worker --serve OUT.jsonl``. Runs jobs read from stdin.
 
-Started by harness.jobs with TRITON_INTERPRET already set for the interpreter backend. Each
+Started by harness.execution.jobs with TRITON_INTERPRET already set for the interpreter backend. Each
 stdin line is ``{"index": i, "job": {...}}``; the worker loads the registry (plugins, extra
 modules) once, runs each job's suite and writes one JSON line per event, tagged with the
 job's index, flushed at once, so a crash loses nothing already found. It acknowledges each
@@ -44,9 +44,9 @@ def health(be) -> str | None:
 
 
 def run_job(job: dict, index: int, out: _Out, be) -> None:
-    from harness.cases import Case
-    from harness.registry import REGISTRY
-    from harness.suite import run_suite
+    from harness.cases.case import Case
+    from harness.registry.registry import REGISTRY
+    from harness.run.suite import run_suite
 
     spec = REGISTRY.op(job["op"])
     entry = REGISTRY.get(job["op"], job["kernel"])
@@ -86,17 +86,17 @@ def serve(out_path: str) -> int:
         index, job = message["index"], message["job"]
         out.emit("begin", job=index)  # the parent knows the job reached a live worker
         if be is None:
-            from harness import backend as backends
+            from harness.run import backend as backends
 
             be = backends.current()
             if be.is_interpreter:
-                from harness import oob
+                from harness.run import oob
 
                 guard = oob.install()
                 out.emit("guard", job=index, active=guard.active, reason=guard.reason)
         key = (tuple(job["plugins"]), tuple(job.get("extra_modules", ())))
         if loaded is None:
-            from harness import loader
+            from harness.registry import loader
 
             loader.load_all(plugins=job["plugins"], extra_modules=job.get("extra_modules", ()))
             loaded = key
@@ -113,5 +113,5 @@ def serve(out_path: str) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] != "--serve":
-        sys.exit("usage: python -m harness.worker --serve OUT.jsonl  (job lines on stdin)")
+        sys.exit("usage: python -m harness.execution.worker --serve OUT.jsonl  (job lines on stdin)")
     sys.exit(serve(sys.argv[2]))

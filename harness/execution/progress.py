@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from harness.jobs import Event
+from harness.execution.jobs import Event
 
 
 class Progress:

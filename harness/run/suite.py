@@ -20,11 +20,11 @@ from typing import Callable, Sequence
 from hypothesis.errors import FlakyFailure
 from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, settings
 
-from harness.cases import Case
-from harness.opspec import OpSpec
-from harness.record import CaseRecord
-from harness.registry import KernelEntry
-from harness.runner import CaseRun, run_case
+from harness.cases.case import Case
+from harness.registry.opspec import OpSpec
+from harness.record.case_record import CaseRecord
+from harness.registry.registry import KernelEntry
+from harness.run.runner import CaseRun, run_case
 
 SHRINK_BUDGET_S = 60.0
 

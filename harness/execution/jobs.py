@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from harness.cases import repro_command, Case
-from harness.record import CaseRecord
+from harness.settings import PROJECT_ROOT
+from harness.cases.case import repro_command, Case
+from harness.record.case_record import CaseRecord
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = PROJECT_ROOT
 
 
 @dataclasses.dataclass
@@ -40,10 +41,10 @@ class Job:
     stop_at_first_failure: bool = False
     timeout: float = 1800.0
     extra_modules: tuple[str, ...] = ()  # modules that register more entries (e.g. generated mutants)
-    shard: int = 0  # this job runs the cases of shard ``shard`` of ``shards`` (harness.suite)
+    shard: int = 0  # this job runs the cases of shard ``shard`` of ``shards`` (harness.run.suite)
     shards: int = 1
     fresh: bool = False  # a worker of its own, closed after it (code the harness cannot vouch for)
-    floor_first: tuple[str, ...] = ()  # floor case ids to run first (harness.suite; order only)
+    floor_first: tuple[str, ...] = ()  # floor case ids to run first (harness.run.suite; order only)
 
     @property
     def label(self) -> str:
@@ -120,7 +121,7 @@ class _Worker:
         self.log = workdir / f"worker{serial}.log"
         with self.log.open("wb") as log:  # the child keeps its own descriptor; the parent reads the file
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.worker", "--serve", str(self.out)],
+                [sys.executable, "-m", "harness.execution.worker", "--serve", str(self.out)],
                 cwd=ROOT,
                 env=env,
                 stdin=subprocess.PIPE,

@@ -4,7 +4,7 @@ Order (as mutmut does): the unmutated kernels must pass the suite and a forced f
 fail it, else nothing is scored. Each mutant then runs the same properties as ``verify``
 (``stop_at_first_failure``, no shrinking) in a worker process, with a time limit derived
 from the clean run; a healthy worker runs mutant after mutant (``reuse``), a crashed, hung or
-CUDA-poisoned one is replaced (harness.jobs). Outcomes are one Enum; ``detected`` = killed, timeout or crashed.
+CUDA-poisoned one is replaced (harness.execution.jobs). Outcomes are one Enum; ``detected`` = killed, timeout or crashed.
 
     score = detected / (total - incompetent - equivalent)
 """
@@ -12,7 +12,6 @@ CUDA-poisoned one is replaced (harness.jobs). Outcomes are one Enum; ``detected`
 from __future__ import annotations
 
 import dataclasses
-import enum
 import os
 import tempfile
 import time
@@ -20,61 +19,22 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from harness import mutagen
-from harness.jobs import Event, Job, JobResult, run_jobs
-from harness.registry import REGISTRY, KernelEntry
+from harness.settings import PROJECT_ROOT
+from harness.mutation import mutagen
+from harness.execution.jobs import Event, Job, JobResult, run_jobs
+from harness.mutation.outcome import Outcome, Status
+from harness.registry import discovery
+from harness.registry.registry import REGISTRY, KernelEntry
 
 if TYPE_CHECKING:
-    from harness.memcheck_looks import FirstLooks
+    from harness.mutation.memcheck_looks import FirstLooks
 
-MUTANT_PACKAGE = "properties.mutants"
-EQUIVALENT_FILE = Path(__file__).resolve().parent.parent / "properties" / "mutants" / "equivalent.toml"
+EQUIVALENT_FILE = PROJECT_ROOT / discovery.MUTANTS.replace(".", "/") / "equivalent.toml"
 SANITY_PREFIX = "sanity.forced_failure."
 TIMEOUT_FACTOR = 5.0
 TIMEOUT_MARGIN_S = 60.0
 PROVISIONAL_TIMEOUT_S = 1800.0  # a mutant's limit until its op's clean run has finished
 SANITY_TIMEOUT_S = 1800.0
-
-
-class Status(str, enum.Enum):
-    KILLED = "killed"
-    SURVIVED = "survived"
-    TIMEOUT = "timeout"
-    CRASHED = "crashed"
-    INCOMPETENT = "incompetent"
-    EQUIVALENT = "equivalent"
-
-    @property
-    def detected(self) -> bool:
-        return self in (Status.KILLED, Status.TIMEOUT, Status.CRASHED)
-
-
-@dataclasses.dataclass
-class Outcome:
-    entry: KernelEntry
-    status: Status
-    killed_by: dict | None = None  # {check, case_id, repro}
-    seconds: float = 0.0
-    note: str = ""  # incompetence reason, equivalence reason, crash message
-    gpu: str | None = None  # the GPU (CUDA_VISIBLE_DEVICES) of the worker that ran it
-
-    def to_dict(self) -> dict:
-        e = self.entry
-        return {
-            "op": e.op,
-            "name": e.name,
-            "origin": e.origin,
-            "operator": e.meta.get("operator", "plugin" if e.origin == "plugin" else None),
-            "location": e.meta.get("location", e.defined_at),
-            "diff": e.meta.get("diff", ""),
-            "description": e.description,
-            "status": self.status.value,
-            "detected": self.status.detected,
-            "killed_by": self.killed_by,
-            "seconds": round(self.seconds, 3),
-            "note": self.note,
-            "gpu": self.gpu,
-        }
 
 
 @dataclasses.dataclass
@@ -89,21 +49,12 @@ class Sanity:
 
 
 def mutant_modules() -> tuple[str, ...]:
-    import importlib
-    import pkgutil
-
-    pkg = importlib.import_module(MUTANT_PACKAGE)
-    return tuple(f"{MUTANT_PACKAGE}.{m.name}" for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name) if not m.name.startswith("_"))
+    return tuple(discovery.modules(discovery.MUTANTS))
 
 
 def load_mutants() -> tuple[str, ...]:
-    """Import every module of properties.mutants (catalogs, generated, sanity); return their names."""
-    import importlib
-
-    modules = mutant_modules()
-    for m in modules:
-        importlib.import_module(m)
-    return modules
+    """Import every mutant module (catalogs, generated, sanity); return their names."""
+    return tuple(discovery.import_all(discovery.MUTANTS))
 
 
 def select(op: str | None, pattern: str) -> list[KernelEntry]:
@@ -185,7 +136,7 @@ def clean_shards(parallel: int, n_ops: int) -> int:
 
 def sanity_jobs(ops: list[str], *, shards: int = 1, **job_kw) -> tuple[list[Job], str | None]:
     """The clean run of every project kernel of ``ops`` (split into ``shards`` jobs, which
-    together run the suite's whole case set: harness.suite) and the forced failure of each."""
+    together run the suite's whole case set: harness.run.suite) and the forced failure of each."""
     clean = [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and e.op in ops]
     forced = [e for e in REGISTRY.select(kind="mutant", pattern=SANITY_PREFIX + "*") if e.op in ops]
     missing = sorted(set(ops) - {e.op for e in clean})
@@ -249,7 +200,7 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
     yet started when it fails are not run.
 
     Mutants with a ``first_looks`` entry (memcheck on the case that killed them last time,
-    already running beside the pool: harness.memcheck_looks) are queued last; when one's turn
+    already running beside the pool: harness.mutation.memcheck_looks) are queued last; when one's turn
     comes, a kill by its look stands for its run, else it runs the suite like any other; while
     its look is still running it waits in the queue (the pool keeps watching the running jobs).
     """
@@ -353,7 +304,7 @@ HINTS_SHARED = 3  # the cases that killed the most mutants last time, tried afte
 def floor_hints(kills: dict[str, str]) -> dict[str, tuple[str, ...]]:
     """Per mutant, the floor cases to try first: the case that killed it last time on this
     backend, then the cases that killed the most mutants ("*": for a mutant never seen).
-    Only the order of the floor changes (harness.suite), never the suite or the verdict: a
+    Only the order of the floor changes (harness.run.suite), never the suite or the verdict: a
     campaign with hints kills the same mutants, mostly with one compiled case each."""
     counts: dict[str, int] = {}
     for case_id in kills.values():

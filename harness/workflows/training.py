@@ -30,7 +30,7 @@ from typing import Callable
 
 import torch
 
-from harness import tolerances
+from harness.compare import tolerances
 
 EPS = 1e-6
 # Relative difference allowed between the two paths' final test MSE: 100 Adam steps amplify

@@ -1,0 +1,49 @@
+"""What happened to one mutant: its Status (one Enum, end to end) and its Outcome record."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from harness.registry.registry import KernelEntry
+
+
+class Status(str, enum.Enum):
+    KILLED = "killed"
+    SURVIVED = "survived"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    INCOMPETENT = "incompetent"
+    EQUIVALENT = "equivalent"
+
+    @property
+    def detected(self) -> bool:
+        return self in (Status.KILLED, Status.TIMEOUT, Status.CRASHED)
+
+
+@dataclasses.dataclass
+class Outcome:
+    entry: KernelEntry
+    status: Status
+    killed_by: dict | None = None  # {check, case_id, repro}
+    seconds: float = 0.0
+    note: str = ""  # incompetence reason, equivalence reason, crash message
+    gpu: str | None = None  # the GPU (CUDA_VISIBLE_DEVICES) of the worker that ran it
+
+    def to_dict(self) -> dict:
+        e = self.entry
+        return {
+            "op": e.op,
+            "name": e.name,
+            "origin": e.origin,
+            "operator": e.meta.get("operator", "plugin" if e.origin == "plugin" else None),
+            "location": e.meta.get("location", e.defined_at),
+            "diff": e.meta.get("diff", ""),
+            "description": e.description,
+            "status": self.status.value,
+            "detected": self.status.detected,
+            "killed_by": self.killed_by,
+            "seconds": round(self.seconds, 3),
+            "note": self.note,
+            "gpu": self.gpu,
+        }

@@ -1,0 +1,1 @@
+"""Step 5, record: CaseRecord, the one thing every report reads."""

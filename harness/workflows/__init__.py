@@ -1,0 +1,1 @@
+"""The seed documents' workflows beside verification: training integration (train-check), the benchmark protocol (bench) and the tutorial's exercise."""
