@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import kernels.rmsnorm
+import dataclasses
+
 from harness.cli import main
+from harness.registry.registry import REGISTRY, load_project_kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,26 +20,32 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_doctor_runs_a_real_computation(capsys):
     rc = main(["doctor"])
     out = capsys.readouterr().out
-    for name in ("forward", "dx", "dgamma"):
-        assert f"ok    rmsnorm 8x257 fp32 {name}: max |kernel - float64 oracle|" in out
+    assert "ok    rmsnorm/triton_rmsnorm on rmsnorm:" in out and "checks passed, worst error" in out
+    assert "ok    fused_linear_cross_entropy/triton_flce on fused_linear_cross_entropy:" in out
     assert "torch " in out and "triton " in out
     assert (rc == 0) == ("FAIL" not in out)
 
 
+def _replace_project_rmsnorm(monkeypatch, fn):
+    load_project_kernels()
+    key = ("rmsnorm", "triton_rmsnorm")
+    monkeypatch.setitem(REGISTRY.entries, key, dataclasses.replace(REGISTRY.entries[key], fn=fn))
+
+
 def test_doctor_fails_on_wrong_numbers(capsys, monkeypatch):
-    monkeypatch.setattr(kernels.rmsnorm, "rmsnorm", lambda x, g, eps: x * g)
+    _replace_project_rmsnorm(monkeypatch, lambda x, g, eps: x * g)
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
-    assert "FAIL  rmsnorm 8x257 fp32 forward" in out and "NOT healthy" in out
+    assert "FAIL  rmsnorm/triton_rmsnorm on rmsnorm:" in out and "forward failed" in out and "NOT healthy" in out
 
 
 def test_doctor_reports_a_kernel_that_raises(capsys, monkeypatch):
     def broken(x, g, eps):
         raise RuntimeError("no compiler")
 
-    monkeypatch.setattr(kernels.rmsnorm, "rmsnorm", broken)
+    _replace_project_rmsnorm(monkeypatch, broken)
     assert main(["doctor"]) == 1
-    assert "the project's rmsnorm raised RuntimeError: no compiler" in capsys.readouterr().out
+    assert "kernel raised RuntimeError: no compiler" in capsys.readouterr().out
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")

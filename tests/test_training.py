@@ -3,10 +3,16 @@ trains with another RMSNorm (call counts), a save/reload that loses weights, pat
 
 import json
 
-from harness.workflows import training
 from harness.cli import main
+from harness.registry.registry import REGISTRY, load_project_kernels
+from harness.workflows import training
 
 TINY = training.Config(in_features=8, hidden=33, steps=5, batch=4, n_val=8, n_test=8)
+
+
+def _project_rmsnorm():
+    load_project_kernels()
+    return REGISTRY.get("rmsnorm", "triton_rmsnorm").fn
 
 
 def _conditions(report):
@@ -14,7 +20,7 @@ def _conditions(report):
 
 
 def test_tiny_run_passes_every_condition(device):
-    report = training.run(TINY, device)
+    report = training.run(TINY, device, _project_rmsnorm())
     conds = _conditions(report)
     assert report["passed"], [c for c in report["conditions"] if not c["passed"]]
     assert set(conds) == {"initial_output", "initial_gradient", "learned", "final_mse", "reload", "calls"}
@@ -28,7 +34,7 @@ def test_tiny_run_passes_every_condition(device):
 def test_kernel_path_that_bypasses_the_kernel_fails_the_call_count(device, monkeypatch):
     # targets: training "works" but on the reference path, so the kernel was never exercised
     monkeypatch.setattr(training.KernelRMSNorm, "forward", training.TorchRMSNorm.forward)
-    report = training.run(TINY, device)
+    report = training.run(TINY, device, _project_rmsnorm())
     conds = _conditions(report)
     assert not report["passed"]
     assert not conds["calls"]["passed"] and "ran 0 forwards and 0 backwards" in conds["calls"]["detail"]
@@ -64,3 +70,18 @@ def test_configs_keep_the_seed_shape():
     assert training.CONFIGS["cuda"].in_features == 128 and training.CONFIGS["cuda"].hidden == 257
     for cfg in training.CONFIGS.values():
         assert (cfg.steps, cfg.batch, cfg.hidden) == (100, 32, 257)
+
+
+def test_cli_trains_a_plugin_kernel_by_name(tmp_path, monkeypatch, capsys):
+    # targets: a train-check that silently trains the project's kernel instead of the one asked for
+    monkeypatch.setitem(training.CONFIGS, "interpreter", TINY)
+    monkeypatch.setitem(training.CONFIGS, "cuda", TINY)
+    plugin = "examples/plugins/tutorial_rmsnorm.py"
+    assert main(["train-check", "--plugin", plugin, "--kernel", "tutorial_rmsnorm", "--report-dir", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "train_check.json").read_text())
+    assert report["kernel"] == "tutorial_rmsnorm" and report["figures"]["kernel_calls"] == {"forward": 5, "backward": 5}
+
+
+def test_cli_names_the_known_kernels_for_an_unknown_one(tmp_path, capsys):
+    assert main(["train-check", "--kernel", "no_such_kernel", "--report-dir", str(tmp_path)]) == 2
+    assert "registered: triton_rmsnorm" in capsys.readouterr().err

@@ -118,49 +118,54 @@ def _backend(name: str, out: _Out):
 
 
 def _computation(backend, out: _Out) -> None:
-    import torch
-
-    from harness.compare import tolerances
-    from oracles.rmsnorm import rmsnorm_backward, rmsnorm_reference
-
-    print("one real computation:")
-    try:
-        from kernels.rmsnorm import rmsnorm
-
-        gen = torch.Generator().manual_seed(0)
-        x = torch.randn(8, 257, generator=gen).to(backend.device).requires_grad_(True)
-        gamma = (torch.randn(257, generator=gen) * 0.5 + 1).to(backend.device).requires_grad_(True)
-        dy = torch.randn(8, 257, generator=gen).to(backend.device)
-        started = time.perf_counter()
-        y = rmsnorm(x, gamma, 1e-6)
-        dx, dgamma = torch.autograd.grad(y, [x, gamma], dy)
-        if backend.name == "cuda":
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - started
-    except Exception as exc:  # whatever broke, the doctor reports it instead of a traceback
-        out.line("FAIL", f"the project's rmsnorm raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                 "run `python -m harness verify --op rmsnorm --backend " + backend.name + "` for the full error")
-        return
-    tol = tolerances.for_dtype(torch.float32)
-    expected = {"forward": rmsnorm_reference(x.detach(), gamma.detach(), 1e-6)}
-    expected["dx"], expected["dgamma"] = rmsnorm_backward(x.detach(), gamma.detach(), dy, 1e-6)
-    for name, actual in (("forward", y), ("dx", dx), ("dgamma", dgamma)):
-        a, e = actual.detach().double().cpu(), expected[name].cpu()
-        err = float((a - e).abs().max())
-        ok = bool(((a - e).abs() <= tol.atol + tol.rtol * e.abs()).all())
-        out.line("ok" if ok else "FAIL", f"rmsnorm 8x257 fp32 {name}: max |kernel - float64 oracle| = {err:.2e}",
-                 "" if ok else "the kernel gives wrong numbers here: run `make verify` and read the report")
-    print(f"        (forward + backward, including compilation, took {seconds:.2f} s)")
+    """Each op's first project kernel on one small floor case, through the harness's own runner:
+    the same checks and tolerances as verify."""
     from harness.registry.registry import REGISTRY, load_project_kernels
+    from harness.run.runner import run_case
 
+    print("one real computation per op:")
     try:
         load_project_kernels()
     except Exception as exc:  # a broken kernel module stops verify: say which and why
         out.line("FAIL", f"the project's kernels do not all load: {type(exc).__name__}: {exc}",
                  "fix that kernels/ module (verify imports every one of them)")
+        return
+    names = ", ".join(f"{e.op}/{e.name}" for e in REGISTRY.select(kind="kernel"))
+    out.line("ok", f"project kernels load: {names}")
+    for op in sorted(REGISTRY.ops):
+        project = [e for e in REGISTRY.select(op=op, kind="kernel") if e.origin == "project"]
+        if project:
+            _one_case(REGISTRY.op(op), project[0], backend, out, run_case)
+
+
+def _one_case(spec, entry, backend, out: _Out, run_case) -> None:
+    # a case of a few thousand elements: big enough to span several blocks, quick on the interpreter
+    case = min(spec.floor_cases(backend=backend.name), key=lambda c: abs(_case_size(c) - 4096))
+    started = time.perf_counter()
+    try:
+        result = run_case(spec, entry, case, backend=backend.name, device=backend.device, phase="explicit")
+    except Exception as exc:  # whatever broke, the doctor reports it instead of a traceback
+        out.line("FAIL", f"{entry.op}/{entry.name} raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                 f"run `python -m harness verify --op {entry.op} --backend {backend.name}` for the full error")
+        return
+    seconds = time.perf_counter() - started
+    failed = [r for r in result.records if not r.passed]
+    worst = max((r.err_ratio or 0.0 for r in result.records), default=0.0)
+    if failed:
+        first = failed[0]
+        out.line("FAIL", f"{entry.op}/{entry.name} on {case.id}: {first.check} failed: {first.message.splitlines()[0]}",
+                 "the kernel gives wrong results here: run `make verify` and read the report")
     else:
-        names = ", ".join(f"{e.op}/{e.name}" for e in REGISTRY.select(kind="kernel"))
-        out.line("ok", f"project kernels load: {names}")
+        out.line("ok", f"{entry.op}/{entry.name} on {case.id}: {len(result.records)} checks passed, "
+                       f"worst error {worst:.2g} of the allowed ({seconds:.2f} s with compilation)")
+
+
+def _case_size(case) -> int:
+    size = 1
+    for key, value in case.params:
+        if len(key) == 1 and key.isupper() and isinstance(value, int):
+            size *= value  # the symbolic dimensions (M, N, D, V, ...)
+    return size
 
 
 def _tools(backend, out: _Out) -> None:

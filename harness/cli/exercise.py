@@ -15,15 +15,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import importlib
-
     from harness.run import backend as backends
 
     backend = backends.select(args.backend)
     from harness.workflows import exercise
     from reports import environment, writer
 
-    importlib.import_module("kernels.rmsnorm")  # only this op's kernel: another op's state cannot block it
+    from harness.registry.registry import load_project_kernels
+
+    load_project_kernels()
     result = exercise.run(backend=backend.name, device=backend.device)
     report = {**environment.header(backend.describe(), seed=None), **result}
     path = writer.write_json(args.report_dir, "exercise.json", report)

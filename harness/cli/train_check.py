@@ -13,34 +13,60 @@ HELP = "train Linear -> RMSNorm -> SiLU -> Linear with the oracle and with the k
 def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_backend_and_report_dir(p, writes="train_check.json")
     p.add_argument("--seed", type=common.positive_int, default=0, metavar="N", help="data and weight seed (default: 0)")
+    p.add_argument("--kernel", metavar="NAME", default=None,
+                   help="the rmsnorm kernel to train with: any registered one, plugins included "
+                        "(default: the project's first rmsnorm kernel)")
+    p.add_argument("--plugin", action="append", default=[], metavar="PATH", help="Python file that registers kernels (repeatable)")
     p.add_argument("--seed-dims", action="store_true",
                    help="use the seed's dimensions (in_features 128) on the interpreter too (slower)")
 
 
 def run(args: argparse.Namespace) -> int:
-    import importlib
+    import dataclasses
 
     from harness.run import backend as backends
 
     backend = backends.select(args.backend)
-    import dataclasses
-
+    from harness.registry import loader
     from harness.workflows import training
     from reports import environment, writer
 
-    importlib.import_module("kernels.rmsnorm")  # only this op's kernel: another op's state cannot block it
+    loader.load_all(plugins=args.plugin)
+    entry = kernel_entry(args.kernel)
     cfg = training.CONFIGS["cuda" if args.seed_dims else backend.name]
     cfg = dataclasses.replace(cfg, seed=args.seed)
-    result = training.run(cfg, backend.device)
-    report = {**environment.header(backend.describe(), seed=args.seed), **result}
+    result = training.run(cfg, backend.device, entry.fn)
+    report = {**environment.header(backend.describe(), seed=args.seed), "kernel": entry.name, **result}
     path = writer.write_json(args.report_dir, "train_check.json", report)
     print_summary(report, path=str(path))
     return 0 if report["passed"] else 1
 
 
+def kernel_entry(name: str | None):
+    """The registered rmsnorm kernel called ``name``, or the project's first one."""
+    from harness.errors import UsageError
+    from harness.registry.registry import REGISTRY
+
+    kernels = REGISTRY.select(op=training_op(), kind="kernel")
+    if name is None:
+        project = [e for e in kernels if e.origin == "project"]
+        if not project:
+            raise UsageError("train-check: no project rmsnorm kernel is registered; pass --kernel NAME (and --plugin FILE)")
+        return project[0]
+    found = [e for e in kernels if e.name == name]
+    if not found:
+        known = ", ".join(e.name for e in kernels) or "none"
+        raise UsageError(f"train-check --kernel {name!r}: no rmsnorm kernel of that name; registered: {known}")
+    return found[0]
+
+
+def training_op() -> str:
+    return "rmsnorm"  # the network of harness/workflows/training.py normalises with RMSNorm
+
+
 def print_summary(report: dict, *, path: str) -> None:
     c, f = report["config"], report["figures"]
-    print(f"train-check: {report['backend']} on {report['device']}")
+    print(f"train-check: kernel {report.get('kernel', '?')}, {report['backend']} on {report['device']}")
     print(f"  {c['model']}, {c['optimizer']}, {c['steps']} steps x {c['batch']} examples, "
           f"splits train/val/test = {c['n_train']}/{c['n_val']}/{c['n_test']}, seed {c['seed']}")
     print(f"  test MSE before: oracle {f['test_mse_before']['oracle']:.6f}  kernel {f['test_mse_before']['kernel']:.6f}")

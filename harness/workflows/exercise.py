@@ -1,4 +1,4 @@
-"""The Italian seed's exercise: divide by BLOCK instead of N, and watch which cases notice.
+"""The tutorial's exercise: divide by BLOCK instead of N, and watch which cases notice.
 
 The forward kernel pads each row to BLOCK = next_power_of_2(N) lanes and masks the padding,
 so ``tl.sum(x * x) / N`` is the mean over the row's real columns. Writing ``/ BLOCK`` gives
@@ -6,10 +6,10 @@ the same number when N == BLOCK (N = 256) and a smaller mean otherwise: on a row
 the mean becomes 257/512 and the output 1/sqrt(0.50195) = 1.411458 instead of 0.9999995.
 The backward's ``mean(u * x)`` (in dx = r*u - x*r^3*mean(u*x)) can carry the same mistake.
 
-The mutants are made from the project's own kernel source: one ``/ N`` after a ``tl.sum``
-is rewritten to ``/ BLOCK`` in one kernel function, and the module is re-executed under a
-name registered in ``linecache`` (no file on disk), so ``@triton.jit`` reads the mutated
-source. They run through ``harness.run.runner.run_case`` like any kernel, so what is shown is
+The mutants are made from the source of the project's rmsnorm kernel (taken from the
+registry): one ``/ N`` after a ``tl.sum`` is rewritten to ``/ BLOCK`` in one kernel function,
+and the module is rebuilt in memory the way every generated mutant is
+(harness.mutation.mutagen.build_module), so ``@triton.jit`` reads the mutated source. They run through ``harness.run.runner.run_case`` like any kernel, so what is shown is
 the harness's own records.
 """
 
@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import inspect
-import linecache
 from typing import Callable
 
 import torch
 
 from harness.cases.case import Case
+from harness.mutation.mutagen import build_module
 from harness.registry.registry import REGISTRY, KernelEntry
 
-KERNEL_MODULE = "kernels.rmsnorm"
+OP = "rmsnorm"
 PROJECT_KERNEL = "triton_rmsnorm"
 # mutant name -> (kernel function whose mean is broken, what it shows)
 MUTANTS = {
@@ -69,36 +70,28 @@ class _DivideByBlock(ast.NodeTransformer):
         return node
 
 
-def mutant_source(source: str, function: str) -> str:
+def mutant_source(source: str, function: str, module: str = "the kernel module") -> str:
     """The module source with the BLOCK-divisor mistake in ``function``; exactly one site."""
     tree = ast.parse(source)
     transformer = _DivideByBlock(function)
     tree = ast.fix_missing_locations(transformer.visit(tree))
     if transformer.count != 1:
         raise RuntimeError(
-            f"expected exactly one 'tl.sum(...) / N' in {function} of {KERNEL_MODULE}, found {transformer.count}; "
+            f"expected exactly one 'tl.sum(...) / N' in {function} of {module}, found {transformer.count}; "
             "the kernel changed: update harness/workflows/exercise.py's MUTANTS"
         )
     return ast.unparse(tree)
 
 
 def build_mutant(name: str) -> KernelEntry:
-    """Re-execute the project's kernel module with one mean divided by BLOCK; return its entry."""
-    import importlib
-
+    """Rebuild the project kernel's module with one mean divided by BLOCK; return its entry."""
     function, description = MUTANTS[name]
-    module = importlib.import_module(KERNEL_MODULE)
-    code = mutant_source(inspect.getsource(module), function)
-    filename = f"<exercise mutant {name}>"
-    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-    namespace = {"__name__": f"{KERNEL_MODULE}__{name}", "__file__": filename}
-    with REGISTRY.capturing() as captured:
-        exec(compile(code, filename, "exec"), namespace)
-    project = [e for e in captured if e.name == PROJECT_KERNEL]
-    if len(project) != 1:
-        raise RuntimeError(f"re-executing {KERNEL_MODULE} registered {[e.name for e in captured]}, not {PROJECT_KERNEL!r}")
+    project = REGISTRY.get(OP, PROJECT_KERNEL)
+    module = project.fn.__module__
+    code = mutant_source(inspect.getsource(importlib.import_module(module)), function, module)
+    fn = build_module(module, code, PROJECT_KERNEL, name)
     return dataclasses.replace(
-        project[0], name=name, kind="mutant", origin="generated", description=description,
+        project, fn=fn, name=name, kind="mutant", origin="generated", description=description,
         meta={"operator": "divide_by_block", "function": function},
     )
 
@@ -118,7 +111,7 @@ def _scalar_check(fn: Callable, device: str) -> dict:
 
 def run(*, backend: str, device: str) -> dict:
     """Run the project kernel and both mutants on N=256 and N=257; return the report."""
-    spec = REGISTRY.op("rmsnorm")
+    spec = REGISTRY.op(OP)
     entries = [REGISTRY.get("rmsnorm", PROJECT_KERNEL)] + [build_mutant(n) for n in MUTANTS]
     from harness.run.runner import run_case
 

@@ -1,9 +1,10 @@
-"""The Italian seed's training integration: does the kernel take part in real learning?
+"""Training integration: does an rmsnorm kernel take part in real learning?
 
 A small regression network ``Linear -> RMSNorm -> SiLU -> Linear`` is built twice from the
 same initial weights. The oracle path normalises with a plain fp32 torch RMSNorm written
 from ``oracles/rmsnorm.py``'s formula (the seed's reference: float32 for float32 inputs);
-the kernel path calls the project's ``kernels.rmsnorm.rmsnorm``. Both are trained with Adam
+the kernel path calls a registered rmsnorm kernel (the project's by default, any plugin's on
+request). Both are trained with Adam
 for the same steps on the same batches of a synthetic data set (train/validation/test splits
 drawn from one seeded teacher network). What is checked, each a named condition:
 
@@ -16,8 +17,9 @@ drawn from one seeded teacher network). What is checked, each a named condition:
 - calls:            the kernel path ran exactly one forward and one backward per step;
                     this is what proves the training did not silently use another RMSNorm.
 
-The forward/backward counts are read from ``kernels.rmsnorm.CALLS`` around the training
-steps only (evaluation forwards are not counted).
+The forward/backward counts come from a wrapper around the kernel (its calls) and a hook on
+its output (the backward passes that went through that output), around the training steps only
+(evaluation forwards are not counted); nothing is asked of the kernel itself.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Callable
 import torch
 
 from harness.compare import tolerances
+from harness.compare.allclose import compare
 
 EPS = 1e-6
 # Relative difference allowed between the two paths' final test MSE: 100 Adam steps amplify
@@ -79,18 +82,36 @@ class TorchRMSNorm(torch.nn.Module):
         return (xf * r * self.weight.float()).to(x.dtype)
 
 
-class KernelRMSNorm(torch.nn.Module):
-    """The same module around the project's Triton kernel."""
+class CountedKernel:
+    """A kernel ``f(x, gamma, eps)`` whose forward calls, and backward passes through its
+    output, are counted: the proof that training used this kernel and no other RMSNorm."""
 
-    def __init__(self, n: int, eps: float = EPS):
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.calls = {"forward": 0, "backward": 0}
+
+    def __call__(self, x: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
+        y = self.fn(x, gamma, eps)
+        self.calls["forward"] += 1
+        if isinstance(y, torch.Tensor) and y.requires_grad:
+            y.register_hook(self._backward_seen)
+        return y
+
+    def _backward_seen(self, grad: torch.Tensor) -> None:
+        self.calls["backward"] += 1
+
+
+class KernelRMSNorm(torch.nn.Module):
+    """The same module around a kernel under test."""
+
+    def __init__(self, n: int, kernel: CountedKernel, eps: float = EPS):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.ones(n))
+        self.kernel = kernel
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from kernels.rmsnorm import rmsnorm
-
-        return rmsnorm(x, self.weight, self.eps)
+        return self.kernel(x, self.weight, self.eps)
 
 
 def build_model(cfg: Config, norm: Callable[[int], torch.nn.Module]) -> torch.nn.Sequential:
@@ -135,8 +156,7 @@ def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def _within(actual: torch.Tensor, expected: torch.Tensor, tol: tolerances.Tolerance) -> bool:
-    a, e = actual.detach().double(), expected.detach().double()
-    return bool(((a - e).abs() <= tol.atol + tol.rtol * e.abs()).all())
+    return compare(actual.detach(), expected.detach(), atol=tol.atol, rtol=tol.rtol).passed
 
 
 @torch.no_grad()
@@ -145,34 +165,69 @@ def _mse(model: torch.nn.Module, data: tuple[torch.Tensor, torch.Tensor]) -> flo
     return float(torch.nn.functional.mse_loss(model(x), y))
 
 
-def _calls() -> dict[str, int]:
-    from kernels.rmsnorm import CALLS
+@dataclasses.dataclass
+class _Models:
+    oracle: torch.nn.Module
+    kernel: torch.nn.Module
+    counted: CountedKernel
+    conditions: list[Condition]
 
-    return dict(CALLS)
 
-
-def run(cfg: Config, device: str, *, workdir: str | None = None) -> dict:
-    """Train both paths and return the report (``passed`` and one entry per condition)."""
+def run(cfg: Config, device: str, kernel_fn: Callable, *, workdir: str | None = None) -> dict:
+    """Train both paths with ``kernel_fn`` (``f(x, gamma, eps)``) on the kernel path; return the
+    report (``passed`` and one entry per condition)."""
     started = time.perf_counter()
-    tol = tolerances.for_dtype(torch.float32)
     data = synthetic_data(cfg, device)
     torch.manual_seed(cfg.seed)
+    counted = CountedKernel(kernel_fn)
     oracle = build_model(cfg, TorchRMSNorm).to(device)
-    kernel = build_model(cfg, KernelRMSNorm).to(device)
+    kernel = build_model(cfg, lambda n: KernelRMSNorm(n, counted)).to(device)
     kernel.load_state_dict(oracle.state_dict())
-    conditions: list[Condition] = []
+    models = _Models(oracle, kernel, counted, [])
+    initial = _check_initial(models, cfg, data)
+    mse_before = {"oracle": _mse(oracle, data.test), "kernel": _mse(kernel, data.test)}
+    history, counts, leaked = _train(models, cfg, data)
+    val = {"oracle": _mse(oracle, data.val), "kernel": _mse(kernel, data.val)}
+    test = {"oracle": _mse(oracle, data.test), "kernel": _mse(kernel, data.test)}
+    rel = _check_learning(models, cfg, mse_before, test)
+    reload_diffs = _check_reload(models, cfg, data, device, workdir)
+    _check_calls(models, cfg, counts, leaked)
+    conditions = models.conditions
+    return {
+        "passed": all(c.passed for c in conditions),
+        "config": {**dataclasses.asdict(cfg), "n_train": cfg.n_train, "eps": EPS, "dtype": "float32",
+                   "model": f"Linear({cfg.in_features},{cfg.hidden}) -> RMSNorm({cfg.hidden}) -> SiLU -> "
+                            f"Linear({cfg.hidden},{cfg.out_features})", "optimizer": f"Adam(lr={cfg.lr})"},
+        "conditions": [dataclasses.asdict(c) for c in conditions],
+        "figures": {
+            **initial,
+            "test_mse_before": mse_before,
+            "test_mse": test,
+            "val_mse": val,
+            "final_mse_rel_diff": rel,
+            **reload_diffs,
+            "kernel_calls": counts,
+            "oracle_path_kernel_calls": leaked,
+        },
+        "train_loss": history,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
 
+
+def _check_initial(models: _Models, cfg: Config, data: Splits) -> dict:
+    """Same predictions and same first-batch gradients before any step."""
+    tol = tolerances.for_dtype(torch.float32)
+    oracle, kernel = models.oracle, models.kernel
     same_init = all(torch.equal(a, b) for a, b in zip(oracle.state_dict().values(), kernel.state_dict().values()))
     xt = data.test[0]
     with torch.no_grad():
         out_o, out_k = oracle(xt), kernel(xt)
     init_out = _max_abs(out_k, out_o)
-    conditions.append(Condition(
+    models.conditions.append(Condition(
         "initial_output", same_init and _within(out_k, out_o, tol),
         f"max |kernel - oracle| = {init_out:.3g} on {xt.shape[0]} test rows "
         f"(fp32 allows {tol.atol:g} + {tol.rtol:g}*|oracle|); identical initial weights: {same_init}",
     ))
-
     xb, yb = data.train[0][: cfg.batch], data.train[1][: cfg.batch]
     grads = []
     for model in (oracle, kernel):
@@ -182,85 +237,75 @@ def run(cfg: Config, device: str, *, workdir: str | None = None) -> dict:
         model.zero_grad(set_to_none=True)
     init_grad = max(_max_abs(grads[1][n], grads[0][n]) for n in grads[0])
     worst = max(grads[0], key=lambda n: _max_abs(grads[1][n], grads[0][n]))
-    conditions.append(Condition(
+    models.conditions.append(Condition(
         "initial_gradient", all(_within(grads[1][n], grads[0][n], tol) for n in grads[0]),
         f"max |kernel - oracle| over all parameter gradients = {init_grad:.3g} (worst: {worst})",
     ))
+    return {"initial_output_max_abs_diff": init_out, "initial_gradient_max_abs_diff": init_grad}
 
-    mse_before = {"oracle": _mse(oracle, data.test), "kernel": _mse(kernel, data.test)}
+
+def _train(models: _Models, cfg: Config, data: Splits) -> tuple[dict, dict, dict]:
+    """Adam on both paths, batch by batch; (loss history, kernel calls of the kernel path,
+    kernel calls made while the oracle path trained)."""
     history = {"oracle": [], "kernel": []}
     counted = {"forward": 0, "backward": 0}
-    leaked = {"forward": 0, "backward": 0}  # kernel calls made while the oracle path trained
+    leaked = {"forward": 0, "backward": 0}
     opts = {
-        "oracle": torch.optim.Adam(oracle.parameters(), lr=cfg.lr),
-        "kernel": torch.optim.Adam(kernel.parameters(), lr=cfg.lr),
+        "oracle": torch.optim.Adam(models.oracle.parameters(), lr=cfg.lr),
+        "kernel": torch.optim.Adam(models.kernel.parameters(), lr=cfg.lr),
     }
     for step in range(cfg.steps):
         sl = slice(step * cfg.batch, (step + 1) * cfg.batch)
         xb, yb = data.train[0][sl], data.train[1][sl]
-        for name, model in (("oracle", oracle), ("kernel", kernel)):
-            before = _calls()
+        for name, model in (("oracle", models.oracle), ("kernel", models.kernel)):
+            before = dict(models.counted.calls)
             opts[name].zero_grad(set_to_none=True)
             loss = torch.nn.functional.mse_loss(model(xb), yb)
             loss.backward()
             opts[name].step()
-            after = _calls()
             for k in counted:
-                (counted if name == "kernel" else leaked)[k] += after[k] - before[k]
+                (counted if name == "kernel" else leaked)[k] += models.counted.calls[k] - before[k]
             history[name].append(float(loss.detach()))
-    val = {"oracle": _mse(oracle, data.val), "kernel": _mse(kernel, data.val)}
-    test = {"oracle": _mse(oracle, data.test), "kernel": _mse(kernel, data.test)}
+    return history, counted, leaked
 
-    conditions.append(Condition(
+
+def _check_learning(models: _Models, cfg: Config, mse_before: dict, test: dict) -> float:
+    models.conditions.append(Condition(
         "learned", test["kernel"] < mse_before["kernel"],
         f"kernel path test MSE {mse_before['kernel']:.5f} -> {test['kernel']:.5f} after {cfg.steps} steps",
     ))
     rel = abs(test["kernel"] - test["oracle"]) / max(abs(test["oracle"]), 1e-30)
-    conditions.append(Condition(
+    models.conditions.append(Condition(
         "final_mse", rel <= FINAL_MSE_RTOL,
         f"test MSE oracle {test['oracle']:.6f}, kernel {test['kernel']:.6f}, relative difference {rel:.2e} "
         f"(allowed {FINAL_MSE_RTOL:g})",
     ))
+    return rel
 
+
+def _check_reload(models: _Models, cfg: Config, data: Splits, device: str, workdir: str | None) -> dict:
+    """The kernel path's weights, saved and loaded into a fresh network: exactly the same."""
+    kernel, xt = models.kernel, data.test[0]
     with tempfile.TemporaryDirectory(prefix="train_check_", dir=workdir) as tmp:
         path = Path(tmp) / "kernel_path.pt"
         torch.save(kernel.state_dict(), path)
-        reloaded = build_model(cfg, KernelRMSNorm).to(device)
+        reloaded = build_model(cfg, lambda n: KernelRMSNorm(n, CountedKernel(models.counted.fn))).to(device)
         reloaded.load_state_dict(torch.load(path, map_location=device, weights_only=True))
     param_diff = max(_max_abs(a, b) for a, b in zip(kernel.state_dict().values(), reloaded.state_dict().values()))
     with torch.no_grad():
         out_diff = _max_abs(reloaded(xt), kernel(xt))
-    conditions.append(Condition(
+    models.conditions.append(Condition(
         "reload", param_diff == 0.0 and out_diff == 0.0,
         f"saved and reloaded kernel-path weights: max parameter difference {param_diff:g}, "
         f"max prediction difference {out_diff:g} (must both be 0)",
     ))
+    return {"reload_param_max_abs_diff": param_diff, "reload_output_max_abs_diff": out_diff}
 
-    conditions.append(Condition(
+
+def _check_calls(models: _Models, cfg: Config, counted: dict, leaked: dict) -> None:
+    models.conditions.append(Condition(
         "calls", counted == {"forward": cfg.steps, "backward": cfg.steps} and not any(leaked.values()),
         f"kernel path ran {counted['forward']} forwards and {counted['backward']} backwards "
         f"in {cfg.steps} steps (must be {cfg.steps} and {cfg.steps}); the oracle path made "
         f"{leaked['forward'] + leaked['backward']} kernel calls (must be 0)",
     ))
-
-    return {
-        "passed": all(c.passed for c in conditions),
-        "config": {**dataclasses.asdict(cfg), "n_train": cfg.n_train, "eps": EPS, "dtype": "float32",
-                   "model": f"Linear({cfg.in_features},{cfg.hidden}) -> RMSNorm({cfg.hidden}) -> SiLU -> "
-                            f"Linear({cfg.hidden},{cfg.out_features})", "optimizer": f"Adam(lr={cfg.lr})"},
-        "conditions": [dataclasses.asdict(c) for c in conditions],
-        "figures": {
-            "initial_output_max_abs_diff": init_out,
-            "initial_gradient_max_abs_diff": init_grad,
-            "test_mse_before": mse_before,
-            "test_mse": test,
-            "val_mse": val,
-            "final_mse_rel_diff": rel,
-            "reload_param_max_abs_diff": param_diff,
-            "reload_output_max_abs_diff": out_diff,
-            "kernel_calls": counted,
-            "oracle_path_kernel_calls": leaked,
-        },
-        "train_loss": history,
-        "seconds": round(time.perf_counter() - started, 3),
-    }

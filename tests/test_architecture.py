@@ -1,0 +1,138 @@
+"""The import graph of the project's packages. Bug classes: an import cycle (modules that can
+only be understood, and imported, together), and imports that break the verifier's independence
+(an oracle that uses a kernel can agree with a wrong kernel; a kernel that calls its oracle passes
+by construction; a report that imports the engine can judge instead of read records)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("harness", "kernels", "oracles", "properties", "reports", "bench")
+# (importer prefix, imported prefix, why it is forbidden)
+FORBIDDEN = [
+    ("oracles", "kernels", "an oracle never uses a kernel"),
+    ("kernels", "oracles", "a kernel never calls its oracle"),
+    ("reports", "harness", "reports read records (JSON) only"),
+    ("reports", "kernels", "reports read records (JSON) only"),
+    ("reports", "oracles", "reports read records (JSON) only"),
+    ("reports", "properties", "reports read records (JSON) only"),
+    ("harness", "kernels", "the engine finds kernels through the registry (harness.registry.discovery)"),
+    ("harness", "bench", "the engine finds benches through harness.registry.discovery"),
+    ("harness", "oracles", "the engine reaches oracles through op specs"),
+]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            found[module_name(path)] = path
+    return found
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """Project modules ``name`` imports, at any depth of its code (lazy imports count too)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    known = set(modules)
+    return {name: imports_of(name, path, known) for name, path in modules.items()}
+
+
+def _is_package_init(name: str, modules: dict[str, Path]) -> bool:
+    return modules[name].name == "__init__.py"
+
+
+def cycles(edges: dict[str, set[str]], modules: dict[str, Path]) -> list[list[str]]:
+    """Cycles between modules (Tarjan's strongly connected components). A package's __init__
+    is left out: importing ``a.b`` runs ``a/__init__`` first, which is not a dependency."""
+    edges = {n: {m for m in e if not _is_package_init(m, modules)} for n, e in edges.items()
+             if not _is_package_init(n, modules)}
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_graph_sees_real_imports():
+    # guards the test itself: a parser that found no edges would pass every rule below
+    edges = graph()
+    assert "harness.registry.registry" in edges["harness.registry.loader"]
+    assert "harness.compare.allclose" in edges["properties.checks"]
+
+
+def test_no_import_cycles():
+    found = cycles(graph(), project_modules())
+    assert not found, "import cycles (each line a set of modules that import each other): " + "; ".join(
+        " <-> ".join(c) for c in found)
+
+
+def test_independence_rules():
+    broken = []
+    for importer, targets in graph().items():
+        for target in targets:
+            for src, dst, why in FORBIDDEN:
+                if (importer == src or importer.startswith(src + ".")) and (target == dst or target.startswith(dst + ".")):
+                    broken.append(f"{importer} imports {target}: {why}")
+    assert not broken, "\n".join(sorted(broken))
+
+
+def test_the_rules_catch_a_forbidden_import(tmp_path):
+    # the rule set itself must fail on a breach: an oracle importing a kernel
+    fake = {"oracles.x": {"kernels.rmsnorm"}}
+    hits = [why for importer, targets in fake.items() for t in targets for src, dst, why in FORBIDDEN
+            if importer.startswith(src) and t.startswith(dst)]
+    assert hits == ["an oracle never uses a kernel"]
+    modules = {"a": tmp_path / "a.py", "b": tmp_path / "b.py"}
+    assert cycles({"a": {"b"}, "b": {"a"}}, modules) == [["a", "b"]]
