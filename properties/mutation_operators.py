@@ -25,6 +25,7 @@ Operator = Callable[[ast.AST, "Scope"], Iterator[ast.AST]]
 SHAPE_CALLS = {"arange", "zeros", "full", "reshape", "view", "broadcast_to", "expand_dims", "program_id", "num_programs"}
 MEMORY_CALLS = {"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and", "atomic_or"}
 LOOP_CALLS = {"range", "static_range"}
+REDUCTION_CALLS = {"sum", "max", "min", "argmax", "argmin", "reduce"}  # positional axis second
 
 
 @dataclasses.dataclass
@@ -221,7 +222,7 @@ def constant_perturb(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
         return  # other has its own operator; an axis change is a different bug class
     if call is not None and call_name(call) in SHAPE_CALLS:
         return  # shape arguments and program ids: incompetent or covered by program_id_swap
-    if call is not None and call_name(call) in ("sum", "max", "min") and keyword is None and node is not call.args[0]:
+    if call is not None and call_name(call) in REDUCTION_CALLS and keyword is None and node is not call.args[0]:
         return  # the positional axis of a reduction
     yield ast.Constant(value=node.value + 1)
 
@@ -286,7 +287,6 @@ def program_id_swap(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
 
 # --- GPU and softmax-family bug classes ------------------------------------------------------
 
-REDUCTION_CALLS = {"sum", "max", "min", "argmax", "argmin", "reduce"}
 LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
 
 

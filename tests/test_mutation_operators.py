@@ -100,6 +100,8 @@ def test_reduction_axis_swap_by_keyword_and_position_only_with_a_literal_axis():
         "tl.max(a, axis=1)", "tl.sum(tl.exp2((a - m) * LOG2E), 1)", "tl.reduce(a, 1, combine)", "tl.argmax(a, axis=0)",
     ]  # tl.sum(a) has no axis to swap
     assert mutants("reduction_axis_swap") == ["tl.sum(x * x, axis=1)"]
+    # a positional axis (of tl.sum, tl.reduce, ...) is this operator's, never constant_perturb's 0 -> 1
+    assert "1" not in mutants("constant_perturb", SOFTMAX_KERNEL)
 
 
 def test_where_branch_swap_and_mask_and_to_or():
