@@ -17,7 +17,7 @@ import copy
 import dataclasses
 from typing import Callable, Iterator
 
-__all__ = ["OPERATORS", "Scope", "Operator"]
+__all__ = ["BACKENDS", "OPERATORS", "Scope", "Operator"]
 
 Operator = Callable[[ast.AST, "Scope"], Iterator[ast.AST]]
 
@@ -25,6 +25,7 @@ Operator = Callable[[ast.AST, "Scope"], Iterator[ast.AST]]
 SHAPE_CALLS = {"arange", "zeros", "full", "reshape", "view", "broadcast_to", "expand_dims", "program_id", "num_programs"}
 MEMORY_CALLS = {"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and", "atomic_or"}
 LOOP_CALLS = {"range", "static_range"}
+REDUCTION_CALLS = {"sum", "max", "min", "argmax", "argmin", "reduce"}  # positional axis second
 
 
 @dataclasses.dataclass
@@ -221,7 +222,7 @@ def constant_perturb(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
         return  # other has its own operator; an axis change is a different bug class
     if call is not None and call_name(call) in SHAPE_CALLS:
         return  # shape arguments and program ids: incompetent or covered by program_id_swap
-    if call is not None and call_name(call) in ("sum", "max", "min") and keyword is None and node is not call.args[0]:
+    if call is not None and call_name(call) in REDUCTION_CALLS and keyword is None and node is not call.args[0]:
         return  # the positional axis of a reduction
     yield ast.Constant(value=node.value + 1)
 
@@ -284,6 +285,152 @@ def program_id_swap(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
         yield ast.Call(func=_tl("program_id"), args=[ast.Constant(value=1 if axis.value == 0 else 0)], keywords=[])
 
 
+# --- GPU and softmax-family bug classes ------------------------------------------------------
+
+LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
+
+
+def drop_barrier(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``tl.debug_barrier()`` deleted (``pass`` keeps a one-statement block valid): warps that
+    read a tile can race with warps that overwrite it in place. Only a GPU can show it: the
+    interpreter runs each program as one sequential thread."""
+    if isinstance(node, ast.Expr) and _is_tl_call(node.value, "debug_barrier"):
+        yield ast.Pass()
+
+
+def drop_int64_cast(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``x.to(tl.int64)`` / ``tl.cast(x, tl.int64)`` -> ``x``: an offset computed in int32
+    overflows once row * stride passes 2**31 elements. Only a GPU run with index-width cases can
+    show it (the interpreter's pointer arithmetic and CPU-sized inputs stay far below 2**31)."""
+    if not isinstance(node, ast.Call):
+        return
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "to":
+        dtype = node.args[0] if node.args else getattr(_keyword(node, "dtype"), "value", None)
+        if _is_tl_attr(dtype, "int64"):
+            yield copy.deepcopy(node.func.value)
+    elif _is_tl_call(node, "cast") and node.args:
+        dtype = node.args[1] if len(node.args) > 1 else getattr(_keyword(node, "dtype"), "value", None)
+        if _is_tl_attr(dtype, "int64"):
+            yield copy.deepcopy(node.args[0])
+
+
+def other_neg_inf_to_zero(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``tl.load(..., other=-inf)`` -> ``other=0.0``: masked-off lanes read 0 instead of the
+    identity of max, so a row max of negative values becomes 0 and a softmax denominator gains
+    exp(0 - m) per padding lane."""
+    if not _is_tl_call(node, "load"):
+        return
+    other = _keyword(node, "other")
+    if other is not None and _is_neg_inf(other.value):
+        new = copy.deepcopy(node)
+        _keyword(new, "other").value = ast.Constant(value=0.0)
+        yield new
+
+
+def reduction_axis_swap(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``axis=0`` <-> ``axis=1`` in a reduction (keyword or positional second argument): a
+    row reduction becomes a column reduction. On a 1-D operand the swap does not compile
+    (the campaign reports it incompetent); rank is not known from the syntax alone."""
+    if not (_is_tl_call(node, *REDUCTION_CALLS) and node.args):
+        return
+    new = copy.deepcopy(node)
+    if len(node.args) > 1:
+        axis = new.args[1]
+    else:
+        keyword = _keyword(new, "axis")
+        axis = keyword.value if keyword is not None else None
+    if isinstance(axis, ast.Constant) and not isinstance(axis.value, bool) and axis.value in (0, 1):
+        axis.value = 1 - axis.value
+        yield new
+
+
+def where_branch_swap(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``tl.where(c, a, b)`` -> ``tl.where(c, b, a)``: the condition read the wrong way round
+    (e.g. the padding value kept and the data masked)."""
+    if not _is_tl_call(node, "where"):
+        return
+    new = copy.deepcopy(node)
+    if len(new.args) == 3:
+        new.args[1], new.args[2] = new.args[2], new.args[1]
+        yield new
+    elif len(new.args) == 1 and _keyword(new, "x") is not None and _keyword(new, "y") is not None:
+        _keyword(new, "x").arg, _keyword(new, "y").arg = "y", "x"
+        yield new
+
+
+def mask_and_to_or(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``&`` -> ``|`` between masks (comparisons, mask names, their broadcasts): a lane is let
+    through when any bound holds instead of all (a 2-D tile reads past the row or column end)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd):
+        if _is_mask_like(node.left) and _is_mask_like(node.right):
+            yield ast.BinOp(left=copy.deepcopy(node.left), op=ast.BitOr(), right=copy.deepcopy(node.right))
+    elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.BitAnd) and _is_mask_like(node.value):
+        new = copy.deepcopy(node)
+        new.op = ast.BitOr()
+        yield new
+
+
+def exp2_drop_log2e(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``x * LOG2E`` -> ``x`` (a literal near log2(e), or a name containing log2e): exp2 computes
+    2**x, so ``tl.exp2(x * LOG2E)`` is exp(x) and without the factor a softmax or logsumexp
+    uses base 2. Applies to any product, so a scale premultiplied by LOG2E is covered too."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        if _is_log2e(node.right):
+            yield copy.deepcopy(node.left)
+        elif _is_log2e(node.left):
+            yield copy.deepcopy(node.right)
+
+
+def _is_tl_attr(node: ast.AST | None, attr: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) and node.value.id == "tl"
+
+
+def _is_inf(node: ast.AST, sign: str) -> bool:
+    """``float("inf")``, ``float("-inf")``, ``math.inf``, ``-inf``-like spellings of +/-infinity."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        flipped = "-" if sign == "+" else "+"
+        return _is_inf(node.operand, flipped if isinstance(node.op, ast.USub) else sign)
+    if isinstance(node, ast.Constant) and isinstance(node.value, float):
+        return node.value == (float("inf") if sign == "+" else float("-inf"))
+    if call_name(node) == "float" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+        text = str(node.args[0].value).strip().lower()
+        if text.lstrip("+-") in ("inf", "infinity"):
+            return (sign == "-") == text.startswith("-")
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        name = (node.id if isinstance(node, ast.Name) else node.attr).lower()
+        if name in ("inf", "infinity"):
+            return sign == "+"
+        if name.replace("_", "") in ("neginf", "minusinf", "neginfinity"):
+            return sign == "-"
+    return False
+
+
+def _is_neg_inf(node: ast.AST) -> bool:
+    return _is_inf(node, "-")
+
+
+def _is_log2e(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, float):
+        return abs(node.value - LOG2E) < 1e-6
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return "log2e" in (node.id if isinstance(node, ast.Name) else node.attr).lower()
+    return False
+
+
+def _is_mask_like(node: ast.AST) -> bool:
+    """A boolean tile by its syntax: a comparison, a name (masks are named), a broadcast or
+    combination of those; never a literal (``x & 0xFF`` is integer arithmetic)."""
+    if isinstance(node, (ast.Compare, ast.Name)):
+        return True
+    if isinstance(node, ast.Subscript):
+        return _is_mask_like(node.value)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+        return _is_mask_like(node.left) and _is_mask_like(node.right)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.Not)):
+        return _is_mask_like(node.operand)
+    return False
+
+
 # The table: name -> generator. Order matters only for naming (it is part of the mutant name).
 OPERATORS: dict[str, Operator] = {
     "size_block_swap": size_block_swap,
@@ -301,4 +448,19 @@ OPERATORS: dict[str, Operator] = {
     "loop_bound": loop_bound,
     "atomic_to_rmw": atomic_to_rmw,
     "program_id_swap": program_id_swap,
+    "drop_barrier": drop_barrier,
+    "drop_int64_cast": drop_int64_cast,
+    "other_neg_inf_to_zero": other_neg_inf_to_zero,
+    "reduction_axis_swap": reduction_axis_swap,
+    "where_branch_swap": where_branch_swap,
+    "mask_and_to_or": mask_and_to_or,
+    "exp2_drop_log2e": exp2_drop_log2e,
+}
+
+# Operators whose bugs only some backends can show: their generated mutants carry these
+# backends in their meta, and a campaign elsewhere lists them apart (campaign.observable_on)
+# instead of counting them as survivors.
+BACKENDS: dict[str, tuple[str, ...]] = {
+    "drop_barrier": ("cuda",),  # a race between warps; the interpreter runs a program sequentially
+    "drop_int64_cast": ("cuda",),  # int32 overflow needs > 2**31 elements: GPU index-width cases only
 }

@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from harness.mutation.mutagen import _scope, _visit
-from properties.mutation_operators import OPERATORS
+from properties.mutation_operators import BACKENDS, OPERATORS
 
 KERNEL = textwrap.dedent(
     """
@@ -26,8 +26,38 @@ KERNEL = textwrap.dedent(
 )
 
 
-def mutants(operator: str) -> list[str]:
-    fn = ast.parse(KERNEL).body[0]
+# the spellings the GPU / softmax-family operators must recognise, and look-alikes they must not touch
+SOFTMAX_KERNEL = textwrap.dedent(
+    """
+    @triton.jit
+    def k(X, Y, T, N, M, lo, stride, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        rows = tl.cast(row, tl.int64) + tl.arange(0, BLOCK)
+        wide = cols.to(tl.float32)
+        a = tl.load(X + row * stride + cols, mask=cols < N, other=-float("inf"))
+        b = tl.load(X + cols, mask=(cols < N) & (cols >= lo), other=float("-inf"))
+        c = tl.load(X + cols, mask=cols < N, other=-math.inf)
+        d = tl.load(X + cols, mask=cols < N, other=0.0)
+        e = tl.load(X + cols, mask=cols < N, other=float("inf"))
+        ok = row_ok[:, None] & (cols[None, :] < N)
+        ok &= cols < M
+        bits = cols & 0xFF
+        m = tl.max(a, axis=0)
+        s = tl.sum(tl.exp2((a - m) * LOG2E), 0)
+        r = tl.reduce(a, 0, combine)
+        i = tl.argmax(a, axis=1)
+        t = tl.sum(a)
+        p = tl.exp2(a * 1.4426950408889634) + tl.exp2(a * 2.0) + tl.exp2(a * (scale * log2e))
+        q = tl.where(ok, a, 0.0)
+        tl.debug_barrier()
+        tl.store(Y + cols, tl.where(cols < N, p, q), mask=cols < N)
+    """
+)
+
+
+def mutants(operator: str, kernel: str = KERNEL) -> list[str]:
+    fn = ast.parse(kernel).body[0]
     visited = _visit(fn)
     scope = _scope(fn, visited)
     out = []
@@ -41,8 +71,49 @@ def test_the_table_has_every_operator_the_issue_names():
     assert set(OPERATORS) >= {
         "size_block_swap", "mask_lt_to_le", "drop_mask", "other_zero_to_one", "sum_to_max", "sum_to_mean",
         "drop_upcast", "add_sub_swap", "mul_div_swap", "constant_perturb", "stride_change", "loop_bound",
-        "atomic_to_rmw", "program_id_swap",
+        "atomic_to_rmw", "program_id_swap", "drop_barrier", "drop_int64_cast", "other_neg_inf_to_zero",
+        "reduction_axis_swap", "where_branch_swap", "mask_and_to_or", "exp2_drop_log2e",
     }
+
+
+def test_gpu_only_operators_name_their_backend():
+    # bug class: a race or an int32 overflow counted as a CPU survivor instead of listed apart
+    assert BACKENDS == {"drop_barrier": ("cuda",), "drop_int64_cast": ("cuda",)}
+    assert set(BACKENDS) <= set(OPERATORS)
+
+
+def test_drop_barrier_and_drop_int64_cast():
+    assert mutants("drop_barrier", SOFTMAX_KERNEL) == ["pass"]
+    # .to(tl.int64) and tl.cast(x, tl.int64) lose the cast; .to(tl.float32) is drop_upcast's, untouched
+    assert mutants("drop_int64_cast", SOFTMAX_KERNEL) == ["tl.program_id(0)", "row"]
+    assert mutants("drop_barrier") == [] and mutants("drop_int64_cast") == []
+
+
+def test_other_neg_inf_to_zero_knows_the_spellings_of_minus_infinity():
+    got = mutants("other_neg_inf_to_zero", SOFTMAX_KERNEL)
+    assert len(got) == 3 and all(g.endswith("other=0.0)") for g in got)  # not other=0.0, not +inf
+    assert [g.split(", mask=")[0] for g in got] == ["tl.load(X + row * stride + cols", "tl.load(X + cols", "tl.load(X + cols"]
+
+
+def test_reduction_axis_swap_by_keyword_and_position_only_with_a_literal_axis():
+    assert mutants("reduction_axis_swap", SOFTMAX_KERNEL) == [
+        "tl.max(a, axis=1)", "tl.sum(tl.exp2((a - m) * LOG2E), 1)", "tl.reduce(a, 1, combine)", "tl.argmax(a, axis=0)",
+    ]  # tl.sum(a) has no axis to swap
+    assert mutants("reduction_axis_swap") == ["tl.sum(x * x, axis=1)"]
+    # a positional axis (of tl.sum, tl.reduce, ...) is this operator's, never constant_perturb's 0 -> 1
+    assert "1" not in mutants("constant_perturb", SOFTMAX_KERNEL)
+
+
+def test_where_branch_swap_and_mask_and_to_or():
+    assert mutants("where_branch_swap", SOFTMAX_KERNEL) == ["tl.where(ok, 0.0, a)", "tl.where(cols < N, q, p)"]
+    # masks combined by & (also &=) become |; integer bit arithmetic with a literal is left alone
+    assert mutants("mask_and_to_or", SOFTMAX_KERNEL) == [
+        "(cols < N) | (cols >= lo)", "row_ok[:, None] | (cols[None, :] < N)", "ok |= cols < M",
+    ]
+
+
+def test_exp2_drop_log2e_drops_only_a_log2e_factor():
+    assert mutants("exp2_drop_log2e", SOFTMAX_KERNEL) == ["a - m", "a", "scale"]  # not a * 2.0
 
 
 def test_size_block_swap_leaves_shapes_alone():
@@ -96,9 +167,10 @@ def test_program_id_axis_swap():
     assert mutants("program_id_swap") == ["tl.program_id(1)"]
 
 
+@pytest.mark.parametrize("kernel", [KERNEL, SOFTMAX_KERNEL], ids=["kernel", "softmax_kernel"])
 @pytest.mark.parametrize("operator", sorted(OPERATORS))
-def test_operators_do_not_modify_their_input(operator):
-    fn = ast.parse(KERNEL).body[0]
+def test_operators_do_not_modify_their_input(operator, kernel):
+    fn = ast.parse(kernel).body[0]
     before = ast.dump(fn)
     visited = _visit(fn)
     scope = _scope(fn, visited)

@@ -316,30 +316,37 @@ def generated_name(entry: KernelEntry, mutation: Mutation, several: bool) -> str
 
 def register_generated() -> int:
     """Register every generated mutant of every project kernel (built lazily); returns the count."""
+    return sum(register_module_mutants(m, project_entries(m)) for m in project_modules())
+
+
+def register_module_mutants(module_name: str, entries: list[KernelEntry]) -> int:
+    """Register every generated mutant of one module, once per kernel entry it defines; returns
+    the count. A mutant of an operator listed in ``BACKENDS`` carries those backends in its meta
+    (observable only there, see campaign.observable_on)."""
+    from properties.mutation_operators import BACKENDS
+
     count = 0
-    for module_name in project_modules():
-        entries = project_entries(module_name)
-        if not entries:
-            continue
-        for mutation in mutations(module_name):
-            for entry in entries:
-                name = generated_name(entry, mutation, len(entries) > 1)
-                fn = SourceMutant(module_name, entry.name, name, lambda m=mutation: m.source)
-                register_mutant(
-                    entry.op,
-                    name=name,
-                    contract=entry.contract,
-                    origin="generated",
-                    description=f"{mutation.operator} in {mutation.function} at {mutation.location}",
-                    meta={
-                        "operator": mutation.operator,
-                        "location": mutation.location,
-                        "diff": mutation.diff,
-                        "fingerprint": mutation.fingerprint,
-                        "kernel": entry.name,
-                    },
-                )(fn)
-                count += 1
+    for mutation in mutations(module_name) if entries else []:
+        for entry in entries:
+            name = generated_name(entry, mutation, len(entries) > 1)
+            fn = SourceMutant(module_name, entry.name, name, lambda m=mutation: m.source)
+            backends = BACKENDS.get(mutation.operator)
+            register_mutant(
+                entry.op,
+                name=name,
+                contract=entry.contract,
+                origin="generated",
+                description=f"{mutation.operator} in {mutation.function} at {mutation.location}",
+                meta={
+                    "operator": mutation.operator,
+                    "location": mutation.location,
+                    "diff": mutation.diff,
+                    "fingerprint": mutation.fingerprint,
+                    "kernel": entry.name,
+                    **({"backends": list(backends)} if backends else {}),
+                },
+            )(fn)
+            count += 1
     return count
 
 
