@@ -1,0 +1,50 @@
+"""The incremental store: one JSON file per key under ``DIR/incremental/``.
+
+A payload is whatever the step needs to stand in for a rerun (a kernel's records and summary,
+a mutant's outcome), saved with the date it was computed and the parts of its key, so a report
+can say what was reused and from when. Only complete results are saved: an interrupted or
+crashed run is never kept. Files are written atomically; an unreadable one is a miss.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import tempfile
+from pathlib import Path
+
+SUBDIR = "incremental"
+
+
+class Store:
+    def __init__(self, report_dir: str | Path, *, enabled: bool = True):
+        self.folder = Path(report_dir) / SUBDIR
+        self.enabled = enabled
+
+    def _path(self, kind: str, key: str) -> Path:
+        return self.folder / f"{kind}-{key}.json"
+
+    def get(self, kind: str, key: str) -> dict | None:
+        """The saved payload (with ``saved_at``) or None."""
+        if not self.enabled:
+            return None
+        try:
+            data = json.loads(self._path(kind, key).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and "payload" in data else None
+
+    def put(self, kind: str, key: str, payload: dict, parts: dict) -> None:
+        if not self.enabled:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        data = {"key": key, "parts": parts, "saved_at": now(), "payload": payload}
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, default=str)
+        os.replace(tmp, self._path(kind, key))
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
