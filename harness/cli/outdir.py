@@ -1,0 +1,131 @@
+"""The report directory of a command: checked, locked and listed before any work starts.
+
+``session`` runs around every subcommand that has ``--report-dir`` (harness/cli/__init__.py):
+
+* the directory must be a directory the harness can write into (created if missing); a read-only
+  directory or a path that is a file is one line and exit 2, before torch is even imported;
+* ``DIR/.harness-lock`` is held with ``flock`` for the whole command: a second command on the
+  same directory is refused (exit 2) with the first one's pid and command line, so two runs never
+  mix their files and a failing run never points at a file holding another run's PASS;
+* the report files the command may write must be the harness's own (reports/manifest.py): a
+  user's ``summary.md`` is named and refused, not overwritten.
+
+``signals_held`` keeps Ctrl-C and SIGTERM pending while a set of report files is written, so the
+set is whole (or, if the process dies another way, the rendered files are absent, never stale).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from harness.errors import UsageError
+from reports import manifest
+
+# the source report each command writes (besides the rendered DERIVED files it may refresh)
+SOURCES = {
+    "verify": ["verify.json"],
+    "mutate": ["mutation.json"],
+    "train-check": ["train_check.json"],
+    "exercise": ["exercise.json"],
+    "sanitize": ["sanitize.json"],
+}
+
+
+def _written(command: str, args: argparse.Namespace) -> list[str]:
+    names = list(SOURCES.get(command, []))
+    if command == "bench":
+        names += [f"bench_{args.op}.json", f"bench_{args.op}.png"]
+    if command == "mutate" and getattr(args, "kill_cache", None) is None:
+        names.append(manifest.KILL_CACHE)
+    return names + list(manifest.DERIVED)
+
+
+def check_writable(folder: Path) -> None:
+    """Exit 2 (UsageError) unless files can be created in ``folder`` (made if missing)."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--report-dir {folder} is a file, not a directory; give a directory (it is created if missing)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".harness-probe.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"--report-dir {folder} is not writable ({exc.strerror or exc}); "
+                         "choose a directory you can write to") from None
+
+
+def _holder(fd: int) -> str:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+        return f"pid {data.get('pid', '?')}: {data.get('command', '?')}, since {data.get('started', '?')}"
+    except (OSError, ValueError, AttributeError):
+        return "a process that did not say who it is"
+
+
+def lock(folder: Path, command: str) -> int:
+    """Hold DIR/.harness-lock until the process ends (or ``release``); refuse if another run holds it."""
+    path = folder / manifest.LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise UsageError(f"--report-dir {folder}: cannot open the lock file {path} ({exc.strerror or exc})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        who = _holder(fd)
+        os.close(fd)
+        raise UsageError(f"--report-dir {folder} is in use by another harness run ({who}); "
+                         "wait for it to finish or give this run another --report-dir") from None
+    run = manifest.begin_run(command)
+    me = {"pid": os.getpid(), "command": shlex.join(["python", "-m", "harness", *sys.argv[1:]]),
+          "started": run["started"], "run": run["id"]}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(me).encode(), 0)
+    return fd
+
+
+def release(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+@contextlib.contextmanager
+def session(args: argparse.Namespace, command: str):
+    folder = Path(args.report_dir)
+    check_writable(folder)
+    fd = lock(folder, command)
+    try:
+        bad = manifest.foreign(folder, _written(command, args))
+        if bad:
+            raise UsageError(manifest.refusal(bad[0]))
+        yield folder
+    finally:
+        release(fd)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Ctrl-C and SIGTERM wait until the block ends (then they act as usual)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        if held & signal.sigpending():
+            print("interrupt received while the reports were written: they were completed first", file=sys.stderr)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
