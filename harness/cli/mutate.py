@@ -115,7 +115,12 @@ def run(args: argparse.Namespace) -> int:
     entries = [e for e in entries if campaign.observable_on(e, backend.name)]
     if not entries:
         raise UsageError(f"the selected mutants can only be detected on {unobservable[0].meta['backends']}, not on {backend.name}")
-    case = Case.parse(args.case).id if args.case else None
+    case = Case.parse(args.case) if args.case else None
+    if case:
+        from harness.registry import REGISTRY
+
+        REGISTRY.op(case.op).validate_case(case)  # a malformed case is bad usage (exit 2)
+        case = case.id
     max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
     if case:
         max_examples = 0

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     case = None
     if args.case:
         case = Case.parse(args.case)
-        REGISTRY.op(case.op)
+        REGISTRY.op(case.op).validate_case(case)  # a malformed case is bad usage (exit 2), not a kernel failure
         entries = [e for e in entries if e.op == case.op]
         if not entries:
             raise UsageError(f"--case is a {case.op!r} case but no selected kernel implements {case.op!r}")
