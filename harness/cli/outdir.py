@@ -10,8 +10,8 @@
 * the report files the command may write must be the harness's own (reports/manifest.py): a
   user's ``summary.md`` is named and refused, not overwritten.
 
-``signals_held`` keeps Ctrl-C and SIGTERM pending while a set of report files is written, so the
-set is whole (or, if the process dies another way, the rendered files are absent, never stale).
+``signals_held`` defers Ctrl-C and SIGTERM while a set of report files is written, so the set is
+whole (or, if the process dies another way, the rendered files are absent, never stale).
 """
 
 from __future__ import annotations
@@ -117,15 +117,22 @@ def session(args: argparse.Namespace, command: str):
 
 @contextlib.contextmanager
 def signals_held():
-    """Ctrl-C and SIGTERM wait until the block ends (then they act as usual)."""
+    """Ctrl-C and SIGTERM wait until the block ends, then act as they would have.
+
+    Python runs signal handlers in the main thread whichever thread the signal reached (torch's
+    worker threads included, which a per-thread signal mask would miss), so swapping the handlers
+    for one that only notes the signal defers it reliably."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    pending: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in held}
     try:
         yield
     finally:
-        if held & signal.sigpending():
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        if pending:
             print("interrupt received while the reports were written: they were completed first", file=sys.stderr)
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+            signal.raise_signal(pending[0])
