@@ -27,7 +27,7 @@ from pathlib import Path
 
 __all__ = [
     "MANIFEST", "LOCK", "DERIVED", "KILL_CACHE", "ForeignFileError", "begin_run", "run_info", "read",
-    "owns", "foreign", "record", "invalidate_derived", "is_source",
+    "owns", "foreign", "record", "invalidate_derived", "is_source", "stale_sources",
 ]
 
 MANIFEST = ".harness-manifest.json"
@@ -36,6 +36,7 @@ DERIVED = ("index.html", "junit.xml", "summary.md")
 KILL_CACHE = "kill_cache.json"
 SOURCES = ("verify.json", "mutation.json", "train_check.json", "exercise.json", "sanitize.json", "bench_*.json", "bench_*.png")
 FORMAT = 1
+GROUP_ENV = "HARNESS_RUN_GROUP"
 
 _run: dict | None = None
 
@@ -48,7 +49,10 @@ def begin_run(command: str) -> dict:
     """Name this process's run (one harness command); every file it writes is listed under it."""
     global _run
     now = datetime.datetime.now(datetime.timezone.utc)
-    _run = {"id": f"{now.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}", "command": command,
+    run_id = f"{now.strftime('%Y%m%dT%H%M%S.%f')}-{os.getpid()}"
+    # the commands of one `make verify` share a group (the Makefile exports HARNESS_RUN_GROUP), so
+    # its verify.json and mutation.json render together while a JSON of an older run is marked stale
+    _run = {"id": run_id, "group": os.environ.get(GROUP_ENV) or run_id, "command": command,
             "started": now.isoformat(timespec="seconds")}
     return _run
 
@@ -118,8 +122,8 @@ def record(directory: str | Path, name: str, **extra) -> None:
     run = run_info()
     data["format"] = FORMAT
     data["run"] = run  # the last run that wrote here
-    data["files"][name] = {"run": run["id"], "command": run["command"],
-                           "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    data["files"][name] = {"run": run["id"], "group": run["group"], "command": run["command"],
+                           "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds"),
                            **extra}
     _save(folder, data)
 
@@ -141,3 +145,19 @@ def invalidate_derived(directory: str | Path) -> list[Path]:
     if changed:
         _save(folder, data)
     return gone
+
+
+def stale_sources(directory: str | Path) -> dict[str, str]:
+    """Source reports in DIR written by an earlier run than the newest source, name -> why.
+
+    Runs of one group (one ``make verify``) are one run. Sources the harness did not write here
+    (copied in, say) are not judged: nothing says when they were made."""
+    listed = {n: e for n, e in read(directory)["files"].items()
+              if is_source(n) and n.endswith(".json") and (Path(directory) / n).is_file()}
+    if not listed:
+        return {}
+    newest_name, newest = max(listed.items(), key=lambda item: item[1].get("written", ""))
+    group = newest.get("group", newest.get("run"))
+    return {n: f"STALE: written by an earlier run ({e.get('command', '?')} at {e.get('written', '?')}) "
+               f"than {newest_name} ({newest.get('command', '?')} at {newest.get('written', '?')})"
+            for n, e in listed.items() if e.get("group", e.get("run")) != group}

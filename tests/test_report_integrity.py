@@ -200,3 +200,28 @@ def test_ctrl_c_while_starting_is_one_line():
     # 130 from sys.exit; -SIGINT when the signal lands while Python is already exiting (a shell shows 130 for both)
     assert proc.returncode in (130, -signal.SIGINT), err
     assert err.strip().splitlines() == ["interrupted"], err
+
+
+def test_a_source_from_an_earlier_run_is_marked_stale(tmp_path, monkeypatch):
+    from test_reports_data import mutation_report, verify_report
+
+    monkeypatch.delenv(manifest.GROUP_ENV, raising=False)
+    monkeypatch.setattr(manifest, "_run", None)
+    manifest.begin_run("mutate")
+    writer.write_json(tmp_path, "mutation.json", mutation_report())  # last week's campaign
+    manifest.begin_run("verify")
+    writer.write_json(tmp_path, "verify.json", verify_report())  # today's verify, alone
+    report_cli.write_all(tmp_path)
+    summary = (tmp_path / "summary.md").read_text()
+    mutation_part = summary.split("### mutation testing")[1]
+    assert "STALE: written by an earlier run (mutate" in mutation_part
+    assert "STALE" not in summary.split("### mutation testing")[0]
+    assert "STALE" in (tmp_path / "index.html").read_text()
+
+    # the commands of one `make verify` share a group: nothing is stale
+    monkeypatch.setenv(manifest.GROUP_ENV, "make-verify-1")
+    for command, name, data in (("mutate", "mutation.json", mutation_report()), ("verify", "verify.json", verify_report())):
+        manifest.begin_run(command)
+        writer.write_json(tmp_path, name, data)
+    report_cli.write_all(tmp_path)
+    assert "STALE" not in (tmp_path / "summary.md").read_text()

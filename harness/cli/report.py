@@ -59,6 +59,7 @@ def write_all(directory: str | Path) -> list[Path]:
     from reports import html, junit, manifest, summary_md, writer
 
     verify, mutation, extras = load(directory)
+    _mark_stale(directory, verify, mutation, extras)
     listed = manifest.read(directory)["files"]
     sources = {name: listed.get(name, {}).get("run", "not written by the harness")
                for name in sorted(p.name for p in Path(directory).iterdir() if manifest.is_source(p.name))}
@@ -69,6 +70,19 @@ def write_all(directory: str | Path) -> list[Path]:
     }
     with outdir.signals_held():
         return [writer.write_text(directory, name, text, sources=sources) for name, text in texts.items()]
+
+
+def _mark_stale(directory, verify: dict | None, mutation: dict | None, extras: dict[str, dict]) -> None:
+    """Put the manifest's word on each source written by an earlier run into its dict (``stale``),
+    for the renderers to show beside its verdict."""
+    from reports import manifest
+
+    by_name = {"verify.json": verify, "mutation.json": mutation,
+               **{name: extras.get(label) for name, label in EXTRAS.items()},
+               **{f"bench_{label.removeprefix('bench ')}.json": data for label, data in extras.items() if label.startswith("bench ")}}
+    for name, why in manifest.stale_sources(directory).items():
+        if by_name.get(name) is not None:
+            by_name[name]["stale"] = why
 
 
 def write_fallback(directory: str | Path, error: BaseException) -> list[Path]:
