@@ -189,10 +189,11 @@ def test_clean_removes_only_what_the_harness_wrote(tmp_path):
     assert "notes.md" in proc.stdout  # named as kept
 
 
-def test_ctrl_c_while_starting_is_one_line():
+def test_ctrl_c_while_starting_is_one_line(tmp_path):
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "verify", "--backend", "interpreter", "--select", "none*"],
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "verify", "--backend", "interpreter", "--select", "none*",
+                             "--report-dir", str(tmp_path)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.4)  # torch is still importing
     proc.send_signal(signal.SIGINT)

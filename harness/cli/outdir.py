@@ -101,9 +101,31 @@ def release(fd: int) -> None:
     os.close(fd)
 
 
+def _missing(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for path in (folder, *folder.parents):
+        if path.exists():
+            break
+        missing.append(path)
+    return missing
+
+
+def _tidy(created: list[Path]) -> None:
+    """Remove the directories this run created if it wrote nothing into them (a usage error,
+    say): a refused command leaves no trace."""
+    if not created or any(p.name != manifest.LOCK for p in created[0].iterdir()):
+        return
+    with contextlib.suppress(OSError):
+        (created[0] / manifest.LOCK).unlink()
+        for path in created:
+            path.rmdir()
+
+
 @contextlib.contextmanager
 def session(args: argparse.Namespace, command: str):
     folder = Path(args.report_dir)
+    created = _missing(folder)
     check_writable(folder)
     fd = lock(folder, command)
     try:
@@ -113,6 +135,7 @@ def session(args: argparse.Namespace, command: str):
         yield folder
     finally:
         release(fd)
+        _tidy(created)
 
 
 @contextlib.contextmanager
