@@ -108,7 +108,11 @@ def write_after_run(directory: str | Path) -> bool:
     try:
         paths = write_all(directory)
     except Exception as exc:  # a broken renderer must not hide the verdict the JSON already holds
-        write_fallback(directory, exc)
+        try:
+            write_fallback(directory, exc)
+        except Exception as also:  # the stale reports were removed when the JSON was written
+            print(f"warning: could not write the rendering-failed summary either: {type(also).__name__}: {also}",
+                  file=sys.stderr)
         print(f"warning: verdict written, but rendering index.html/junit.xml/summary.md failed: "
               f"{type(exc).__name__}: {exc}; summary.md and junit.xml say so; retry with "
               f"`python -m harness report --report-dir {directory}`", file=sys.stderr)
