@@ -34,7 +34,8 @@ MANIFEST = ".harness-manifest.json"
 LOCK = ".harness-lock"
 DERIVED = ("index.html", "junit.xml", "summary.md")
 KILL_CACHE = "kill_cache.json"
-SOURCES = ("verify.json", "mutation.json", "train_check.json", "exercise.json", "sanitize.json", "bench_*.json", "bench_*.png")
+# what index.html, junit.xml and summary.md are rendered from (sanitize.json is not rendered)
+SOURCES = ("verify.json", "mutation.json", "train_check.json", "exercise.json", "bench_*.json", "bench_*.png")
 FORMAT = 1
 GROUP_ENV = "HARNESS_RUN_GROUP"
 
