@@ -19,7 +19,7 @@ setup:
 ## verify: the gate. verify (every kernel of every op), train-check, the mutation campaign, then the
 ## rendered reports; every step runs even after a failure, and the exit status is the last failure's
 verify: setup
-	@rc=0; \
+	@rc=0; export HARNESS_RUN_GROUP="make-verify-$$(date -u +%Y%m%dT%H%M%S)-$$$$"; \
 	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) --no-render $(ARGS) || rc=$$?; \
 	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT) || rc=$$?; \
 	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) --jobs $(MUTATE_JOBS) $(MUTATE_ARGS) || rc=$$?; \
@@ -51,9 +51,12 @@ test: setup
 sanitize: setup
 	$(PY) -m harness sanitize --report-dir $(REPORT)
 
-## clean: remove generated output only (reports/out, caches); DRY_RUN=1 lists and removes nothing
-GENERATED = reports/out .hypothesis .pytest_cache build
+## clean: remove generated output only: the files the harness wrote into $(REPORT) and the directories
+## below it (listed in their .harness-manifest.json; a user's own files stay), caches; DRY_RUN=1 lists and removes nothing
+GENERATED = .hypothesis .pytest_cache build
+CLEAN_PY := $(if $(wildcard $(PY)),$(PY),python3)
 clean:
+	@$(CLEAN_PY) -m reports.clean $(REPORT) $(if $(filter 1,$(DRY_RUN)),--dry-run,)
 	@paths="$$(for p in $(GENERATED) *.egg-info; do [ -e "$$p" ] && echo "$$p"; done; \
 	  find . \( -path ./.venv -o -path ./.git -o -path ./shared \) -prune -o -type d -name __pycache__ -print)"; \
 	if [ -z "$$paths" ]; then echo "clean: nothing to remove"; \

@@ -220,5 +220,8 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
         "extras": _extras_context(extras or {}, directory),
         "timing": _timing_rows(verify, mutation, extras),
         "directory": str(directory) if directory is not None else "",
+        # sources written by an earlier run than the newest (reports/manifest.py), named at the top
+        "stale": [(name, data["stale"]) for name, data in (("verify.json", verify), ("mutation.json", mutation),
+                                                           *sorted((extras or {}).items())) if data and data.get("stale")],
     }
     return _environment().get_template("index.html.j2").render(**context)

@@ -11,6 +11,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
+from reports import verify_report
+
 __all__ = ["render", "CASES_PER_FAILURE"]
 
 CASES_PER_FAILURE = 5
@@ -76,7 +78,7 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
             case = _element(suite, "testcase", classname=f"verify.{op}.{name}", name=check, time=f"{seconds:.3f}")
             failed = [r for r in records if not r.get("passed")]
             if failed:
-                worst = max((r.get("err_ratio") or 0.0 for r in failed), default=0.0)
+                worst = verify_report.worst_ratio(r.get("err_ratio") for r in failed) or 0.0
                 message = f"{len(failed)} of {len(records)} cases failed {check}"
                 if worst:
                     message += f"; worst error {worst:.3g}x allowed"

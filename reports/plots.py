@@ -60,7 +60,7 @@ def _thin(cases: list[dict]) -> list[dict]:
     then an even stride through the rest, so the picture keeps its shape and its failures."""
     if len(cases) <= MAX_POINTS_PER_PANEL:
         return cases
-    near = [c for c in cases if c["err_ratio"] >= 0.5]
+    near = [c for c in cases if not c["err_ratio"] < 0.5]  # NaN counts as near: it is a failure
     rest = [c for c in cases if c["err_ratio"] < 0.5]
     room = max(0, MAX_POINTS_PER_PANEL - len(near))
     step = max(1, math.ceil(len(rest) / room)) if room else len(rest) + 1
@@ -70,7 +70,9 @@ def _thin(cases: list[dict]) -> list[dict]:
 def error_ratio_figure(cases: list[dict], kernels: list[dict]) -> str | None:
     """One panel per kernel: worst error / allowed error of every value check, against the
     number of compared elements (both log scale), colored by dtype, marker by check; the
-    dashed line at 1.0 is the tolerance. A ratio of 0 (bit-exact) is drawn at the floor."""
+    dashed line at 1.0 is the tolerance. A ratio of 0 (bit-exact) is drawn at the floor; a
+    NaN or infinite ratio (a kernel that forgot eps, an fp16 overflow) as a red X at the top
+    edge, counted in the panel: axis limits must be finite, and such a case must stay visible."""
     plt = _pyplot()
     if plt is None:
         return None
@@ -79,7 +81,7 @@ def error_ratio_figure(cases: list[dict], kernels: list[dict]) -> str | None:
         return None
     names = [k["name"] for k in kernels if any(c["kernel"] == k["name"] for c in valued)][:MAX_KERNEL_PANELS]
     verdict = {k["name"]: k["passed"] for k in kernels}
-    positive = [c["err_ratio"] for c in valued if c["err_ratio"] > 0]
+    positive = [c["err_ratio"] for c in valued if c["err_ratio"] > 0 and math.isfinite(c["err_ratio"])]
     floor = min(min(positive, default=1e-3) / 3, 1e-3)
     top = max(max(positive, default=1.0) * 3, 3.0)
     cols = 2 if len(names) > 1 else 1
@@ -95,8 +97,15 @@ def error_ratio_figure(cases: list[dict], kernels: list[dict]) -> str | None:
         if len(mine) < total:
             ax.text(0.01, 0.98, f"{len(mine)} of {total} points drawn (all above 0.5)", transform=ax.transAxes,
                     fontsize=7, va="top", color="#57606a")
+        nonfinite = [c for c in mine if not math.isfinite(c["err_ratio"])]
+        if nonfinite:
+            ax.scatter([_size(c) for c in nonfinite], [top / 1.3] * len(nonfinite), s=40, marker="X", color="#cf222e")
+            ax.text(0.99, 0.98, f"{len(nonfinite)} NaN/inf error(s), drawn at the top", transform=ax.transAxes,
+                    fontsize=7, va="top", ha="right", color="#cf222e")
         groups: dict[tuple[str, str], list[dict]] = {}
         for c in mine:
+            if not math.isfinite(c["err_ratio"]):
+                continue
             groups.setdefault((c["dtype"], c["check"]), []).append(c)
         for (dtype, check), group in sorted(groups.items()):
             dtypes_seen.add(dtype)

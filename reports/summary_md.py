@@ -34,6 +34,7 @@ def _verify_lines(verify: dict) -> list[str]:
     lines = [
         f"### verify: {_verdict(verify.get('passed'))}",
         "",
+        *([f"**{_cell(verify['stale'])}**", ""] if verify.get("stale") else []),
         "| op | kernel | verdict | cases | failed cases | failed checks | worst err / allowed |",
         "|---|---|---|---:|---:|---|---:|",
     ]
@@ -56,13 +57,15 @@ def _verify_lines(verify: dict) -> list[str]:
 def _mutation_lines(mutation: dict | None) -> list[str]:
     if mutation is None:
         return ["### mutation testing: not run"]
+    stale = [f"**{_cell(mutation['stale'])}**", ""] if mutation.get("stale") else []
     if mutation.get("refused") and not mutation.get("interrupted"):
-        return [f"### mutation testing: **REFUSED**", "", _cell(mutation["refused"])]
+        return [f"### mutation testing: **REFUSED**", "", *stale, _cell(mutation["refused"])]
     score = mutation.get("score")
     counts = mutation.get("counts") or {}
     lines = [
         f"### mutation testing: {_verdict(mutation.get('passed'))}",
         "",
+        *stale,
         *([f"**INTERRUPTED**: {_cell(mutation['refused'])}", ""] if mutation.get("interrupted") else []),
         f"score **{'n/a' if score is None else f'{score:.4f}'}** (min {mutation.get('min_score')}); "
         + ", ".join(f"{s} {n}" for s, n in counts.items()),
@@ -85,6 +88,8 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
     for name, data in sorted((extras or {}).items()):
         if data.get("passed") is not None:
             lines += ["", f"### {name}: {_verdict(data.get('passed'))}"]
+        if data.get("stale"):
+            lines += ["", f"**{_cell(data['stale'])}**"]
         goals = [g for g in data.get("targets") or [] if g.get("text")]  # bench: each goal, met or the gap, what limits it
         if goals:
             lines += ["", f"### {name}: goals", ""]

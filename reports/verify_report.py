@@ -8,8 +8,18 @@ repro}]``; extra fields are additions.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Iterable
+
+
+def worst_ratio(ratios: Iterable[float | None]) -> float | None:
+    """The largest error ratio, where NaN outranks everything (max() would keep whichever came
+    first, so a NaN case could hide behind a small finite worst), then inf; None if none."""
+    values = [r for r in ratios if r is not None]
+    if any(math.isnan(r) for r in values):
+        return math.nan
+    return max(values, default=None)
 
 
 def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok", **extra) -> dict:
@@ -20,7 +30,7 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
     for (check, passed), count in sorted(by_check.items()):
         entry = checks.setdefault(check, {"passed": 0, "failed": 0})
         entry["passed" if passed else "failed"] += count
-    worst = max((r.get("err_ratio") or 0.0 for r in records if r.get("err_ratio") is not None), default=None)
+    worst = worst_ratio(r.get("err_ratio") for r in records)
     phases = {"kernel": 0.0, "compile": 0.0, "oracle": 0.0, "checks": 0.0}
     for r in records:
         for phase, seconds in (r.get("timing") or {}).items():

@@ -36,7 +36,9 @@ def harness(*args, timeout=600):
         (["frobnicate"], "invalid choice"),
     ],
 )
-def test_bad_usage_exits_2_with_one_line_and_no_traceback(args, words):
+def test_bad_usage_exits_2_with_one_line_and_no_traceback(args, words, tmp_path):
+    if args[0] == "verify":  # a directory of its own: the tests run side by side, and a report directory is locked per run
+        args = [*args, "--report-dir", str(tmp_path)]
     proc = harness(*args, "--backend", "interpreter") if "--backend" not in args and args[0] == "verify" else harness(*args)
     assert proc.returncode == 2, proc.stderr
     assert words in proc.stderr
@@ -85,7 +87,8 @@ def test_no_render_writes_verify_json_only(tmp_path):
     proc = harness("verify", "--backend", "interpreter", "--op", "rmsnorm", "--case", case, "--no-render",
                    "--report-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["verify.json"]
+    # besides verify.json only the report directory's bookkeeping (manifest and lock file)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".harness-lock", ".harness-manifest.json", "verify.json"]
 
 
 def test_crashing_and_hanging_kernels_are_recorded_and_the_run_finishes(tmp_path):

@@ -61,10 +61,17 @@ def test_doctor_bad_backend_is_usage_error():
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_clean_dry_run_removes_nothing_and_clean_spares_user_files(tmp_path):
+    from reports import writer
+
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "reports").mkdir()
+    for name in ("__init__.py", "clean.py", "manifest.py"):  # what make clean runs (stdlib only)
+        shutil.copy(ROOT / "reports" / name, tmp_path / "reports" / name)
+    writer.write_json(tmp_path / "reports/out", "verify.json", {"passed": True})  # listed in the manifest
     generated = ["reports/out/verify.json", ".hypothesis/db", ".pytest_cache/x", "pkg/__pycache__/m.pyc"]
-    kept = ["reports/writer.py", "pkg/m.py", "notes.txt", ".venv/lib/__pycache__/keep.pyc"]
-    for rel in generated + kept:
+    # a user's file in the report directory is not the harness's to remove
+    kept = ["reports/writer.py", "pkg/m.py", "notes.txt", ".venv/lib/__pycache__/keep.pyc", "reports/out/notes.md"]
+    for rel in generated[1:] + kept:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x")
 

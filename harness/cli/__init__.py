@@ -14,6 +14,7 @@ import pkgutil
 import sys
 
 from harness.errors import HarnessError, UsageError
+from reports.manifest import ForeignFileError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,11 +49,19 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if not getattr(args, "_run", None):
             raise UsageError("python -m harness: choose a command (verify, mutate, ...); see --help")
-        return args._run(args)
+        if getattr(args, "report_dir", None) is None or getattr(args, "driver", None):
+            return args._run(args)  # no report directory (or sanitize's child, inside its parent's run)
+        from harness.cli import outdir
+
+        with outdir.session(args, args.command):  # writable and locked before any work
+            return args._run(args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ForeignFileError as exc:  # a user's file under a report's name: refused, never overwritten
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import sys
 import time
 from pathlib import Path
 
 from harness.cli import common
 from harness.errors import UsageError
+from reports import jsonio
 
 NAME = "mutate"
 HELP = "mutation testing: run broken variants of the kernels and score how many the properties detect"
@@ -67,7 +67,7 @@ def _read_kill_cache(path: Path | None) -> dict:
     if path is None or not path.exists():
         return {"format": 1, "backends": {}}
     try:
-        data = json.loads(path.read_text())
+        data = jsonio.loads(path.read_text())
         if data.get("format") == 1 and isinstance(data.get("backends"), dict):
             if not isinstance(data.get("memcheck", {}), dict):  # only orders work: a bad part is dropped
                 del data["memcheck"]
@@ -116,7 +116,12 @@ def run(args: argparse.Namespace) -> int:
     entries = [e for e in entries if campaign.observable_on(e, backend.name)]
     if not entries:
         raise UsageError(f"the selected mutants can only be detected on {unobservable[0].meta['backends']}, not on {backend.name}")
-    case = Case.parse(args.case).id if args.case else None
+    case = Case.parse(args.case) if args.case else None
+    if case:
+        from harness.registry.registry import REGISTRY
+
+        REGISTRY.op(case.op).validate_case(case)  # a malformed case is bad usage (exit 2)
+        case = case.id
     max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
     if case:
         max_examples = 0
@@ -157,7 +162,13 @@ def run(args: argparse.Namespace) -> int:
 
     def finish(refused: str | None = None, *, scored: bool = True) -> dict:
         """Build, write and print mutation.json: scored with the outcomes, or refused with none;
-        keep this campaign's kills for the next one."""
+        keep this campaign's kills for the next one. Ctrl-C waits until the files are written."""
+        from harness.cli import outdir
+
+        with outdir.signals_held():
+            return _finish(refused, scored=scored)
+
+    def _finish(refused: str | None, *, scored: bool) -> dict:
         kept = outcomes if scored else []
         per_gpu = collections.Counter(o.gpu for o in outcomes if o.gpu is not None)
         if per_gpu:  # how the campaign spread over the GPUs (each worker has one)

@@ -8,12 +8,12 @@ a kernel, an oracle, torch or triton, so it runs anywhere the JSON files are.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from harness.cli import common
 from harness.errors import UsageError
+from reports import jsonio
 
 NAME = "report"
 HELP = "render index.html, junit.xml and summary.md from verify.json / mutation.json"
@@ -29,7 +29,7 @@ def _read(path: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text())
+        data = jsonio.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path} cannot be read as JSON ({exc}); re-run the command that writes it") from None
     if not isinstance(data, dict):
@@ -53,15 +53,53 @@ def load(directory: str | Path) -> tuple[dict | None, dict | None, dict[str, dic
 
 
 def write_all(directory: str | Path) -> list[Path]:
-    """Render the three reports into DIR (atomically, each file whole or absent); return their paths."""
-    from reports import html, junit, summary_md, writer
+    """Render the three reports from the JSON in DIR, then write them together (each file whole
+    or absent, the set with Ctrl-C held); each lists the sources it was rendered from."""
+    from harness.cli import outdir
+    from reports import html, junit, manifest, summary_md, writer
 
     verify, mutation, extras = load(directory)
-    return [
-        writer.write_text(directory, "index.html", html.render(verify, mutation, extras, directory=directory)),
-        writer.write_text(directory, "junit.xml", junit.render(verify, mutation)),
-        writer.write_text(directory, "summary.md", summary_md.render(verify, mutation, extras)),
-    ]
+    _mark_stale(directory, verify, mutation, extras)
+    listed = manifest.read(directory)["files"]
+    sources = {name: listed.get(name, {}).get("run", "not written by the harness")
+               for name in sorted(p.name for p in Path(directory).iterdir() if manifest.is_source(p.name))}
+    texts = {  # every renderer runs before any file is written: a failure leaves none half-replaced
+        "index.html": html.render(verify, mutation, extras, directory=directory),
+        "junit.xml": junit.render(verify, mutation),
+        "summary.md": summary_md.render(verify, mutation, extras),
+    }
+    with outdir.signals_held():
+        return [writer.write_text(directory, name, text, sources=sources) for name, text in texts.items()]
+
+
+def _mark_stale(directory, verify: dict | None, mutation: dict | None, extras: dict[str, dict]) -> None:
+    """Put the manifest's word on each source written by an earlier run into its dict (``stale``),
+    for the renderers to show beside its verdict."""
+    from reports import manifest
+
+    by_name = {"verify.json": verify, "mutation.json": mutation,
+               **{name: extras.get(label) for name, label in EXTRAS.items()},
+               **{f"bench_{label.removeprefix('bench ')}.json": data for label, data in extras.items() if label.startswith("bench ")}}
+    for name, why in manifest.stale_sources(directory).items():
+        if by_name.get(name) is not None:
+            by_name[name]["stale"] = why
+
+
+def write_fallback(directory: str | Path, error: BaseException) -> list[Path]:
+    """After a rendering failure: a summary.md and junit.xml that say so and fail, so neither an
+    earlier run's PASS nor nothing at all stands where CI looks; index.html stays absent."""
+    from harness.cli import outdir
+    from reports import fallback, manifest, writer
+
+    try:
+        verify, mutation, _ = load(directory)
+    except UsageError:
+        verify = mutation = None
+    reason = f"{type(error).__name__}: {error}"
+    with outdir.signals_held():
+        manifest.invalidate_derived(directory)
+        return [writer.write_text(directory, "summary.md", fallback.summary(verify, mutation, reason)),
+                writer.write_text(directory, "junit.xml", fallback.junit(verify, mutation, reason))]
 
 
 def write_after_run(directory: str | Path) -> bool:
@@ -70,15 +108,30 @@ def write_after_run(directory: str | Path) -> bool:
     try:
         paths = write_all(directory)
     except Exception as exc:  # a broken renderer must not hide the verdict the JSON already holds
+        try:
+            write_fallback(directory, exc)
+        except Exception as also:  # the stale reports were removed when the JSON was written
+            print(f"warning: could not write the rendering-failed summary either: {type(also).__name__}: {also}",
+                  file=sys.stderr)
         print(f"warning: verdict written, but rendering index.html/junit.xml/summary.md failed: "
-              f"{type(exc).__name__}: {exc}; retry with `python -m harness report --report-dir {directory}`",
-              file=sys.stderr)
+              f"{type(exc).__name__}: {exc}; summary.md and junit.xml say so; retry with "
+              f"`python -m harness report --report-dir {directory}`", file=sys.stderr)
         return False
     print(f"reports: {', '.join(str(p) for p in paths)}")
     return True
 
 
 def run(args: argparse.Namespace) -> int:
-    for path in write_all(args.report_dir):
+    load(args.report_dir)  # no JSON to render is a usage error, before anything is removed
+    try:
+        paths = write_all(args.report_dir)
+    except UsageError:
+        raise
+    except Exception as exc:  # a renderer's bug: one line, and reports that say rendering failed
+        write_fallback(args.report_dir, exc)
+        print(f"error: rendering failed: {type(exc).__name__}: {exc}; summary.md and junit.xml in "
+              f"{args.report_dir} say so", file=sys.stderr)
+        return 1
+    for path in paths:
         print(path)
     return 0

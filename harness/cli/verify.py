@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     case = None
     if args.case:
         case = Case.parse(args.case)
-        REGISTRY.op(case.op)
+        REGISTRY.op(case.op).validate_case(case)  # a malformed case is bad usage (exit 2), not a kernel failure
         entries = [e for e in entries if e.op == case.op]
         if not entries:
             raise UsageError(f"--case is a {case.op!r} case but no selected kernel implements {case.op!r}")
@@ -82,12 +82,15 @@ def run(args: argparse.Namespace) -> int:
     if interrupted:
         header["interrupted"] = True  # stopped early (Ctrl-C or SIGTERM): what ran is kept, the verdict is FAIL
     report = verify_report.build(header, kernels, records)
-    path = writer.write_json(args.report_dir, "verify.json", report)
-    console.print_verify(report, path=str(path))
-    if not args.no_render:
-        from harness.cli import report as report_cli
+    from harness.cli import outdir
 
-        report_cli.write_after_run(args.report_dir)  # a rendering failure warns; the exit status stays the verdict
+    with outdir.signals_held():  # a second Ctrl-C waits: verify.json and its rendered reports are written together
+        path = writer.write_json(args.report_dir, "verify.json", report)
+        console.print_verify(report, path=str(path))
+        if not args.no_render:
+            from harness.cli import report as report_cli
+
+            report_cli.write_after_run(args.report_dir)  # a rendering failure warns; the exit status stays the verdict
     if interrupted:
         print("verify: interrupted; the report holds the cases that ran", file=sys.stderr)
         return 130

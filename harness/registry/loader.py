@@ -17,6 +17,8 @@ from harness.registry.registry import REGISTRY, load_project_kernels
 def load_plugin(path: str) -> None:
     """Import a plugin file; it registers kernels or mutants on import."""
     file = Path(path)
+    if file.is_dir():
+        raise PluginError(f"plugin {path} is a directory, expected a .py file")
     if not file.is_file():
         raise PluginError(f"plugin file not found: {path}")
     if file.suffix != ".py":

@@ -40,6 +40,11 @@ class OpSpec:
     forward_check: str = "forward"
     grad_checks: tuple[str, ...] = ()  # one check name per position in OpInputs.grad_wrt
 
+    def validate_case(self, case: Case) -> None:
+        """Raise UsageError naming the parameter, its value and what is allowed when ``case`` is
+        not a case of this op (a ``--case`` typed by hand): a bad id is bad usage, not a kernel
+        failure. The default accepts every case; properties/case_params.py has the checks."""
+
     def floor_cases(self, *, backend: str) -> Sequence[Case]:
         """Cases that always run, before the generated ones (the regression floor)."""
         raise NotImplementedError

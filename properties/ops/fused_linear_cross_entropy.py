@@ -28,7 +28,7 @@ from harness.cases.case import Case
 from harness.registry.opspec import Meta, OpInputs, OpSpec
 from harness.registry.registry import register_op
 from oracles.fused_linear_ce import fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference
-from properties import layouts, strategies, values
+from properties import case_params, layouts, strategies, values
 
 VALUE_KINDS = ("normal", "large", "confident", "tiny", "mixed_scale", "ascending")
 IGNORED = ("none", "some", "all")
@@ -99,6 +99,15 @@ class FusedLinearCrossEntropySpec(OpSpec):
                 cases.append(self.case(n, d, v, dtype, "contiguous", kind, "some", -100, seed=2000 + i))
                 i += 1
         return cases
+
+    def validate_case(self, case: Case) -> None:
+        case_params.validate(case, {
+            "N": case_params.whole(1), "D": case_params.whole(1), "V": case_params.whole(1),
+            "dtype": case_params.one_of(strategies.dtype_name(d) for d in strategies.DTYPES),
+            "layout": case_params.one_of(strategies.LAYOUTS), "values": case_params.one_of(VALUE_KINDS),
+            "ignored": case_params.one_of(IGNORED), "ignore_index": case_params.whole(),
+            "seed": case_params.whole(0),
+        })
 
     def case_strategy(self, *, backend: str):
         max_n, max_d, max_v, max_nv = LIMITS.get(backend, LIMITS["interpreter"])

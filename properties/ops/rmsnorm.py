@@ -13,7 +13,7 @@ from harness.cases.case import Case
 from harness.registry.opspec import Meta, OpInputs, OpSpec
 from harness.registry.registry import register_op
 from oracles.rmsnorm import rmsnorm_backward, rmsnorm_backward_magnitudes, rmsnorm_reference
-from properties import layouts, strategies, values
+from properties import case_params, layouts, strategies, values
 
 EPS_VALUES = (1e-6, 1e-5, 1e-12, 0.1)
 SPECIAL_M = (1, 2, 3, 17, 31, 64, 127, 128, 129, 255, 256, 257)
@@ -52,6 +52,14 @@ class RMSNormSpec(OpSpec):
         return Case.of(
             self.name, M=m, N=n, dtype=strategies.dtype_name(dtype), layout=layout, values=kind, eps=eps, seed=seed
         )
+
+    def validate_case(self, case: Case) -> None:
+        case_params.validate(case, {
+            "M": case_params.whole(1), "N": case_params.whole(1),
+            "dtype": case_params.one_of(strategies.dtype_name(d) for d in strategies.DTYPES),
+            "layout": case_params.one_of(strategies.LAYOUTS), "values": case_params.one_of(values.ROW_KINDS),
+            "eps": case_params.positive_number(), "seed": case_params.whole(0),
+        })
 
     def case_strategy(self, *, backend: str):
         budget = BUDGET.get(backend, BUDGET["interpreter"])
