@@ -1,28 +1,31 @@
 """Correctness harness and differential tester for Triton kernels.
 
-Public plugin API: ``register_kernel``, ``register_mutant``, ``Contract``.
+Public plugin API: ``register_kernel``, ``register_mutant``, ``register_op``, ``Contract``.
+They are imported on first use, so ``python -m harness`` starts its launcher
+(harness/launcher.py) without importing torch.
 """
 
-import sys
+import importlib
 
-try:
-    from harness.errors import HarnessError, PluginError, RegistryError, UsageError
-    from harness.registry.registry import Contract, register_kernel, register_mutant, register_op
-except KeyboardInterrupt:
-    # `python -m harness` imports this package (torch, triton) before its __main__ runs; while
-    # it does, sys.argv[0] is "-m": Ctrl-C there is one line and exit 130, not an import traceback
-    if sys.argv[:1] == ["-m"]:
-        print("interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
-    raise
+_API = {
+    "Contract": "harness.registry.registry",
+    "register_kernel": "harness.registry.registry",
+    "register_mutant": "harness.registry.registry",
+    "register_op": "harness.registry.registry",
+    "HarnessError": "harness.errors",
+    "PluginError": "harness.errors",
+    "RegistryError": "harness.errors",
+    "UsageError": "harness.errors",
+}
 
-__all__ = [
-    "Contract",
-    "HarnessError",
-    "PluginError",
-    "RegistryError",
-    "UsageError",
-    "register_kernel",
-    "register_mutant",
-    "register_op",
-]
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    if name in _API:
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)
