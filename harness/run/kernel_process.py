@@ -60,8 +60,7 @@ def _describe_exit(code: int | None) -> str:
             return f"was killed by {signal.Signals(-code).name}"
         except ValueError:
             return f"was killed by signal {-code}"
-    hint = " (the kernel called sys.exit/os._exit?)" if code == 0 else ""
-    return f"exited with status {code}{hint}"
+    return f"exited with status {code}"
 
 
 class KernelProcess:
@@ -180,7 +179,8 @@ class KernelProcess:
             self._lose("timeout", f"no reply from the kernel after {limit:.0f} s during {what}: the kernel process "
                                   "was killed (hang?)", fatal=True)
         self.proc.join(timeout=5)
-        self._lose("crash", f"the kernel process {_describe_exit(self.proc.exitcode)} during {what}", fatal=fatal)
+        hint = " (the kernel called sys.exit/os._exit?)" if self.proc.exitcode == 0 else ""
+        self._lose("crash", f"the kernel process {_describe_exit(self.proc.exitcode)} during {what}{hint}", fatal=fatal)
 
     def _lose(self, check: str, message: str, *, fatal: bool):
         self.kill()
