@@ -63,6 +63,7 @@ class Reply:
     error: KernelError | None = None
     kernel_s: float = 0.0  # wall time of the call (compile_s included)
     compile_s: float = 0.0
+    startup_s: float = 0.0  # starting a fresh kernel process first (start-up, not the case's time)
 
 
 class KernelLost(Exception):

@@ -18,8 +18,11 @@ fresh process, up to ``Settings.kernel_restarts`` per job.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pickle
+import sys
+import types
 import signal
 import time
 from multiprocessing.connection import wait
@@ -50,6 +53,18 @@ class _Unpickler(pickle.Unpickler):
         if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
             return getattr(torch, name)
         raise pickle.UnpicklingError(f"the kernel process sent a forbidden object: {module}.{name}")
+
+
+@contextlib.contextmanager
+def _bare_main():
+    """Spawn re-imports the parent's ``__main__`` in the child unless it has neither a spec nor
+    a file: the kernel process needs nothing of the judge's (or a test's) main module."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 def _describe_exit(code: int | None) -> str:
@@ -90,7 +105,8 @@ class KernelProcess:
         mine, theirs = ctx.Pipe()
         self.proc = ctx.Process(target=kernel_server.serve, args=(theirs, self.plugins, self.extra_modules),
                                 daemon=True, name="harness-kernel")
-        self.proc.start()
+        with _bare_main():
+            self.proc.start()
         theirs.close()
         self.conn = mine
         ready = self._receive("start-up", self.settings.watchdog_base(self.backend), fatal=True)
@@ -146,12 +162,16 @@ class KernelProcess:
 
     def call(self, kind: str, *payload) -> Reply:
         """One kernel call; the watchdog's limit scales with the slowest call so far."""
+        started = time.monotonic()
         self._ensure()
+        startup = time.monotonic() - started
         limit = max(self.settings.watchdog_base(self.backend), self.settings.watchdog_factor * self.slowest)
         started = time.monotonic()
         answer = self._request((kind, *payload), kind, limit)
         self.slowest = max(self.slowest, time.monotonic() - started)
-        return _reply(answer)
+        reply = _reply(answer)
+        reply.startup_s = startup
+        return reply
 
     def health(self) -> str | None:
         if self.proc is None:
