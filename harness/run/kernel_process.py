@@ -169,7 +169,11 @@ class KernelProcess:
         started = time.monotonic()
         answer = self._request((kind, *payload), kind, limit)
         self.slowest = max(self.slowest, time.monotonic() - started)
-        reply = _reply(answer)
+        try:
+            reply = _reply(answer)
+        except Exception as exc:  # not the shape the kernel server sends: the judge will not guess
+            self._lose("crash", f"the kernel process sent a malformed reply during {kind}: {type(exc).__name__}: {exc}",
+                       fatal=True)
         reply.startup_s = startup
         return reply
 
