@@ -22,6 +22,7 @@ class Settings:
     watchdog_base_interpreter_s: float = 60.0
     watchdog_base_cuda_s: float = 300.0  # the first launches compile every kernel variant
     watchdog_factor: float = 20.0
+    startup_s: float = 600.0  # a kernel process's start (imports, plugins, mutant modules) and its first bind
     kernel_restarts: int = 5  # kernel processes that may die in one job before its other cases are not run
 
     def watchdog_base(self, backend: str) -> float:

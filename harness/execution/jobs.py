@@ -295,8 +295,8 @@ def _describe_exit(code: int) -> str:
 def _judged_status(run: _Worker) -> str:
     """The status of a job whose authentic ``done`` arrived: the judge says whether the kernel
     process crashed or hung (its failed record is already among the job's records)."""
-    if run.error:  # the kernel process could not start or could not find the entry
-        run.records.append(_failure_record(run, "crash", run.error))
+    if run.error:  # the kernel process could not start, or could not find the entry
+        run.records.append(_failure_record(run, "timeout" if run.ended == "timeout" else "crash", run.error))
     if run.ended == "timeout":
         return "timeout"
     return "crashed" if run.ended == "crashed" else "ok"

@@ -109,7 +109,7 @@ class KernelProcess:
             self.proc.start()
         theirs.close()
         self.conn = mine
-        ready = self._receive("start-up", self.settings.watchdog_base(self.backend), fatal=True)
+        ready = self._receive("start-up", self.settings.startup_s, fatal=True)
         if ready.get("error"):
             self.kill()
             raise KernelLost("crash", f"the kernel process could not start: {ready['error']}", fatal=True)
@@ -146,7 +146,7 @@ class KernelProcess:
         return self._bind_remote(op, name)
 
     def _bind_remote(self, op: str, name: str) -> dict:
-        answer = self._request(("bind", op, name), "start-up", self.settings.watchdog_base(self.backend), fatal=True)
+        answer = self._request(("bind", op, name), "start-up", self.settings.startup_s, fatal=True)
         if answer.get("error"):
             raise KernelLost("crash", answer["error"], fatal=True)
         self.entry = answer["entry"]
