@@ -90,14 +90,16 @@ def contract_rejection(error: BaseException | None, reasons: Sequence[str], snap
     changed = snapshot.changes()
     if error is None:
         return False, f"accepted out-of-contract input ({why}): the kernel returned instead of raising"
-    if not isinstance(error, REJECTIONS):
+    # a KernelError (harness.run.kernel_host) describes an exception raised in the kernel's process
+    name = getattr(error, "type_name", type(error).__name__)
+    if not getattr(error, "rejection", isinstance(error, REJECTIONS)):
         return False, (
-            f"out-of-contract input ({why}) raised {type(error).__name__}: {error}; "
+            f"out-of-contract input ({why}) raised {name}: {error}; "
             "expected ValueError, TypeError or NotImplementedError"
         )
     if changed:
         return False, f"rejected out-of-contract input ({why}) but modified its inputs first: " + "; ".join(changed)
-    return True, f"rejected ({why}) with {type(error).__name__}: {str(error)[:200]}"
+    return True, f"rejected ({why}) with {name}: {str(error)[:200]}"
 
 
 def repeatable(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor], names: Sequence[str]) -> tuple[bool, str]:

@@ -24,6 +24,8 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             f"{name} ({c['failed']})" for name, c in k["checks"].items() if c["failed"]
         ) or "-"
         verdict = "[green]PASS[/]" if k["passed"] else f"[red]FAIL[/] ({k['status']})" if k["status"] != "ok" else "[red]FAIL[/]"
+        if k.get("verdict") == "not verified":
+            verdict = "[yellow]NOT VERIFIED[/]"
         table.add_row(k["op"], k["name"], verdict, str(k["cases"]), str(k["failed"]), failed_checks, _fmt(k["worst_err_ratio"]))
     console.print(table)
     for k in report["kernels"]:
@@ -36,6 +38,10 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
                 highlight=False,
             )
 
+    for k in report["kernels"]:
+        if k.get("verdict") == "not verified":
+            console.print(f"[yellow]NOT VERIFIED[/] {k['name']}: {k.get('unverified_reason')}", highlight=False)
+
     failures = [r for r in report["cases"] if not r["passed"]]
     for r in failures[:MAX_FAILURES_SHOWN]:
         console.print(f"[red]FAIL[/] {r['kernel']} [bold]{r['check']}[/] {r['case_id']}", highlight=False)
@@ -45,5 +51,9 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             console.print(f"    repro: {r['repro']}", highlight=False, markup=False)
     if len(failures) > MAX_FAILURES_SHOWN:
         console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more failed checks in the report")
+    unverified = sum(k.get("verdict") == "not verified" for k in report["kernels"])
     verdict = "[green]all kernels passed[/]" if report["passed"] else "[red]verification failed[/]"
+    if unverified:
+        allowed = " (allowed by --allow-unverified)" if report.get("allow_unverified") else " (--allow-unverified accepts it)"
+        verdict += f"; {unverified} kernel(s) not verified{allowed}"
     console.print(f"{verdict}; report: {path}")

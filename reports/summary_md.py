@@ -41,6 +41,8 @@ def _verify_lines(verify: dict) -> list[str]:
     for k in verify.get("kernels", []):
         failed_checks = ", ".join(f"{n} ({c.get('failed')})" for n, c in (k.get("checks") or {}).items() if c.get("failed")) or "-"
         verdict = "PASS" if k.get("passed") else "FAIL" + (f" ({k['status']})" if k.get("status") not in (None, "ok") else "")
+        if k.get("verdict") == "not verified":
+            verdict = f"NOT VERIFIED ({k.get('unverified_reason') or 'no value compared'})"
         lines.append(f"| {_cell(k.get('op'))} | `{_cell(k.get('name'))}` | {verdict} | {k.get('cases')} | {k.get('failed')} "
                      f"| {_cell(failed_checks)} | {_ratio(k.get('worst_err_ratio'))} |")
     failures = [r for r in verify.get("cases", []) if not r.get("passed")]

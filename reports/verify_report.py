@@ -4,6 +4,13 @@ Fields (a contract for outside tools): top level ``backend``, ``versions``, ``se
 ``kernels: [{op, name, passed, cases, failed}]``, ``cases: [{op, kernel, check, case_id,
 shape, dtype, layout, max_abs_err, max_rel_err, atol, rtol, mismatched, worst_index, passed,
 repro}]``; extra fields are additions.
+
+A kernel's ``verdict`` is "pass", "fail" or "not verified": a kernel that failed nothing but
+was never compared with its oracle (every case outside its contract), or whose op's value
+checks (``value_checks``: the forward output and each gradient) were not each compared at
+least once, proves nothing, so it does not pass (``passed`` is false) unless the run allows
+it (``allow_unverified``). Value comparisons are counted from the records alone: a record
+with ``max_abs_err`` set is one.
 """
 
 from __future__ import annotations
@@ -22,9 +29,24 @@ def worst_ratio(ratios: Iterable[float | None]) -> float | None:
     return max(values, default=None)
 
 
-def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok", **extra) -> dict:
+def _unverified(records: list[dict], value_checks) -> str:
+    """Why the records do not verify the kernel ('' if they do)."""
+    if not any(r["check"] != "contract" for r in records):
+        return "no case inside the kernel's contract ran: nothing was compared with the oracle"
+    compared = {r["check"] for r in records if r.get("max_abs_err") is not None}
+    missing = [c for c in value_checks or () if c not in compared]
+    if missing:
+        return f"never compared with the oracle: {', '.join(missing)}"
+    if not compared:
+        return "no output was compared with the oracle"
+    return ""
+
+
+def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok", value_checks=None, **extra) -> dict:
     case_ids = {r["case_id"] for r in records}
     failed_ids = {r["case_id"] for r in records if not r["passed"]}
+    unverified = _unverified(records, value_checks) if status == "ok" and not failed_ids else ""
+    verdict = "fail" if status != "ok" or failed_ids else ("not verified" if unverified else "pass")
     by_check = Counter((r["check"], r["passed"]) for r in records)
     checks = {}
     for (check, passed), count in sorted(by_check.items()):
@@ -44,7 +66,11 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
     return {
         "op": op,
         "name": name,
-        "passed": status == "ok" and not failed_ids,
+        "passed": verdict == "pass",
+        "verdict": verdict,
+        "unverified_reason": unverified or None,
+        "value_comparisons": sum(1 for r in records if r.get("max_abs_err") is not None),
+        "value_checks": list(value_checks) if value_checks is not None else None,
         "cases": len(case_ids),
         "failed": len(failed_ids),
         "status": status,
@@ -55,12 +81,14 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
     }
 
 
-def build(header: dict, kernels: Iterable[dict], records: Iterable[dict]) -> dict:
+def build(header: dict, kernels: Iterable[dict], records: Iterable[dict], *, allow_unverified: bool = False) -> dict:
     kernels = list(kernels)
     records = list(records)
+    accepted = ("pass", "not verified") if allow_unverified else ("pass",)
     return {
         **header,
-        "passed": all(k["passed"] for k in kernels) and bool(kernels),
+        "passed": all(k.get("verdict", "pass" if k["passed"] else "fail") in accepted for k in kernels) and bool(kernels),
+        "allow_unverified": allow_unverified,
         "kernels": kernels,
         "cases": records,
     }

@@ -92,7 +92,10 @@ def test_no_render_writes_verify_json_only(tmp_path):
 
 
 def test_crashing_and_hanging_kernels_are_recorded_and_the_run_finishes(tmp_path):
-    proc = harness("verify", "--backend", "interpreter", "--max-examples", "0", "--timeout", "20", "--jobs", "3",
+    # the watchdog catches the hang within seconds; the job limit (--timeout) only backs it up, and
+    # leaves room for the fresh kernel processes that follow each crash on a loaded machine
+    proc = harness("verify", "--backend", "interpreter", "--max-examples", "0", "--timeout", "600", "--watchdog", "5",
+                   "--jobs", "3",
                    "--plugin", "tests/fixtures/crashing_rmsnorm.py", "--select", "[ash]*", "--report-dir", str(tmp_path))
     assert proc.returncode == 1, proc.stderr
     report = json.loads((tmp_path / "verify.json").read_text())

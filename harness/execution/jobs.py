@@ -3,7 +3,10 @@
 A worker that segfaults, aborts or hangs cannot take the campaign down: the parent records
 ``crash`` or ``timeout`` against the job and the case the worker had started, kills the
 worker and carries on with a fresh one. Workers stream JSON lines (case started, record) to
-a file, so nothing already found is lost. A healthy worker takes job after job (start-up,
+a file, so nothing already found is lost. Each line carries an HMAC under a secret handed to
+the worker on stdin (harness.execution.worker): a line that fails it, or comes out of
+sequence, was not written by the judge (a kernel that found the file) and is dropped and
+recorded as the failed check ``forged_event``. A healthy worker takes job after job (start-up,
 imports and the CUDA context are paid once per worker, not once per mutant). On CUDA,
 worker slots are spread over the visible GPUs (CUDA_VISIBLE_DEVICES per worker).
 """
@@ -11,9 +14,12 @@ worker slots are spread over the visible GPUs (CUDA_VISIBLE_DEVICES per worker).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -62,6 +68,7 @@ class JobResult:
     log_tail: str = ""
     pid: int = 0  # the worker process that ran it (a healthy worker runs many jobs)
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES of that worker (None: not on CUDA)
+    current: str | None = None  # interrupted: the case the job was running
 
     @property
     def passed(self) -> bool:
@@ -121,7 +128,7 @@ class _Worker:
         self.log = workdir / f"worker{serial}.log"
         with self.log.open("wb") as log:  # the child keeps its own descriptor; the parent reads the file
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.execution.worker", "--serve", str(self.out)],
+                [sys.executable, "-m", "harness.execution.worker", "--serve"],
                 cwd=ROOT,
                 env=env,
                 stdin=subprocess.PIPE,
@@ -130,6 +137,9 @@ class _Worker:
                 start_new_session=True,
                 text=True,
             )
+        self.secret = secrets.token_bytes(32)
+        self.seq = 0  # the sequence number the next authentic line must carry
+        self._send({"secret": self.secret.hex(), "events": str(self.out)})
         self.offset = 0
         self.index: int | None = None
         self.job: Job | None = None
@@ -151,14 +161,34 @@ class _Worker:
         self.current: str | None = None
         self.done = False
         self.begun = False  # the worker read the job (a worker that dies before has not run it)
+        self.ended: str | None = None  # the judge says the kernel process crashed or hung
+        self.error: str | None = None
+        self.forged: list[str] = []  # lines that failed authentication
         self.started = time.monotonic()
         self.log_start = self.log.stat().st_size if self.log.exists() else 0
+        return self._send({"index": index, "job": dataclasses.asdict(job)})
+
+    def _send(self, message: dict) -> bool:
         try:
-            self.proc.stdin.write(json.dumps({"index": index, "job": dataclasses.asdict(job)}) + "\n")
+            self.proc.stdin.write(json.dumps(message) + "\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return False
         return True
+
+    def _authentic(self, line: str) -> dict | None:
+        """The event of an authentic line (right MAC, next in sequence), else None."""
+        mac, _, body = line.partition(" ")
+        expected = hmac.new(self.secret, body.encode(), hashlib.sha256).hexdigest()
+        try:
+            event = json.loads(body) if hmac.compare_digest(mac, expected) else None
+        except ValueError:
+            event = None
+        if event is None or event.get("seq") != self.seq:
+            self.forged.append(line[:200])
+            return None
+        self.seq += 1
+        return event
 
     def read(self) -> bool:
         """Consume new lines; return True if anything new arrived."""
@@ -170,7 +200,9 @@ class _Worker:
         complete = chunk[: chunk.rfind("\n") + 1]
         self.offset += len(complete.encode())
         for line in filter(None, complete.split("\n")):
-            event = json.loads(line)
+            event = self._authentic(line)
+            if event is None:
+                continue
             if event["event"] == "retire" or (event["event"] == "done" and event.get("retire")):
                 self.retired = True
             if event.get("job") != self.index or self.job is None:
@@ -186,6 +218,7 @@ class _Worker:
                 self.current = None
             elif event["event"] == "done":
                 self.done = True
+                self.ended, self.error = event.get("ended"), event.get("error")
         return bool(complete)
 
     def release(self) -> None:
@@ -257,6 +290,25 @@ def _describe_exit(code: int) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with status {code}"
+
+
+def _judged_status(run: _Worker) -> str:
+    """The status of a job whose authentic ``done`` arrived: the judge says whether the kernel
+    process crashed or hung (its failed record is already among the job's records)."""
+    if run.error:  # the kernel process could not start, or could not find the entry
+        run.records.append(_failure_record(run, "timeout" if run.ended == "timeout" else "crash", run.error))
+    if run.ended == "timeout":
+        return "timeout"
+    return "crashed" if run.ended == "crashed" else "ok"
+
+
+def _forgeries(run: _Worker) -> None:
+    """Lines of the event file the judge did not write fail the job (dropped, never read)."""
+    if run.forged:
+        run.records.append(_failure_record(
+            run, "forged_event", f"{len(run.forged)} line(s) of the worker's event file failed authentication (wrong "
+                                 f"HMAC or out of sequence): written by something other than the judge, such as the "
+                                 f"kernel; dropped. First: {run.forged[0]!r}"))
 
 
 def _key(job: Job) -> tuple:
@@ -342,7 +394,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                     if not run.done and code is None and elapsed <= run.job.timeout:
                         continue
                     if run.done:
-                        status = "ok"
+                        status = _judged_status(run)
                     elif code is None:
                         run.kill()
                         run.read()
@@ -363,6 +415,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                         status = "ok" if run.done else "crashed"
                         if status == "crashed":
                             run.records.append(_failure_record(run, "crash", _crash_message(code, run.log_tail())))
+                    _forgeries(run)
                     job, index = run.job, run.index
                     results[index] = JobResult(job, status, run.records, run.cases_run, round(elapsed, 3), run.log_tail(), run.proc.pid,
                                                run.gpu)
@@ -380,8 +433,12 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
             for run in workers.values():
                 if not run.idle:
                     run.read()
+                    _forgeries(run)
+                    if run.current:  # the report names the case that was running
+                        run.records.append(_failure_record(run, "interrupted", "the run was interrupted while this case was running"))
                     results[run.index] = JobResult(run.job, "interrupted", run.records, run.cases_run,
-                                                   round(time.monotonic() - run.started, 3), run.log_tail(), run.proc.pid, run.gpu)
+                                                   round(time.monotonic() - run.started, 3), run.log_tail(), run.proc.pid, run.gpu,
+                                                   run.current)
             for index, job in enumerate(jobs):
                 results.setdefault(index, JobResult(job, "interrupted", [], 0, 0.0))
         finally:

@@ -1,27 +1,46 @@
-"""Worker process: ``python -m harness.execution.worker --serve OUT.jsonl``. Runs jobs read from stdin.
+"""The judge: ``python -m harness.execution.worker --serve``. Runs the jobs read from stdin.
 
-Started by harness.execution.jobs with TRITON_INTERPRET already set for the interpreter backend. Each
-stdin line is ``{"index": i, "job": {...}}``; the worker loads the registry (plugins, extra
-modules) once, runs each job's suite and writes one JSON line per event, tagged with the
-job's index, flushed at once, so a crash loses nothing already found. It acknowledges each
-job (``begin``); after each job it checks that its device still works and says so in the
-job's ``done`` (``retire``: why not), exiting if not, so the next job runs in a fresh
-process. It exits when stdin ends.
+Started by harness.execution.jobs with TRITON_INTERPRET already set for the interpreter
+backend. Its first stdin line is the handshake ``{"secret": HEX, "events": PATH}``: where to
+write events, and the key that authenticates them. Each further line is ``{"index": i,
+"job": {...}}``.
+
+The judge runs the suite (hypothesis generation and shrinking), makes the inputs, computes
+the oracle, runs every check and writes the records. It never calls a kernel and never
+imports user code (plugins, generated mutants): the kernel runs in a kernel process of its
+own (harness.run.kernel_process), which owns the registry of user code; the judge imports
+the op specs only. Every event line is ``MAC JSON``: an HMAC-SHA256 of the JSON under the
+secret, which the kernel process never sees (it arrives on stdin, not in argv or the
+environment), with a sequence number inside, so the parent can tell the judge's lines from
+any a kernel appends to the file.
+
+It acknowledges each job (``begin``); after each job it checks its own device and the kernel
+process's (a sticky CUDA error) and says so in the job's ``done`` (``retire``: why the next
+job needs a fresh worker; ``ended``: "crashed" or "timeout" if the kernel process died or
+hung during the job). It exits when stdin ends.
 """
 
 from __future__ import annotations
 
 import gc
+import hashlib
+import hmac
 import json
 import sys
 
 
 class _Out:
-    def __init__(self, path: str):
+    """Authenticated, numbered event lines, flushed at once (a crash loses nothing written)."""
+
+    def __init__(self, path: str, secret: bytes):
         self.file = open(path, "a", buffering=1)
+        self.secret, self.seq = secret, 0
 
     def emit(self, event: str, **data) -> None:
-        self.file.write(json.dumps({"event": event, **data}) + "\n")
+        body = json.dumps({"event": event, "seq": self.seq, **data})
+        self.seq += 1
+        mac = hmac.new(self.secret, body.encode(), hashlib.sha256).hexdigest()
+        self.file.write(f"{mac} {body}\n")
         self.file.flush()
 
 
@@ -43,13 +62,30 @@ def health(be) -> str | None:
     return None
 
 
-def run_job(job: dict, index: int, out: _Out, be) -> None:
+def _entry(op: str, name: str, data: dict):
+    """The judge's view of a registered entry: what the kernel process said, without the function."""
+    from harness.registry.registry import Contract, KernelEntry
+    from properties.strategies import dtype_from_name
+
+    c = data["contract"]
+    contract = Contract(dtypes=tuple(dtype_from_name(d) for d in c["dtypes"]) if c["dtypes"] is not None else None,
+                        max_n=c["max_n"], contiguous=c["contiguous"], deterministic=c["deterministic"])
+    return KernelEntry(op, name, _called_in_the_judge, contract, data["kind"], data["origin"], data["defined_at"],
+                       data["plugin"], data["description"], dict(data["meta"]))
+
+
+def _called_in_the_judge(*args, **kwargs):
+    raise RuntimeError("the judge never calls a kernel: kernel calls go through harness.run.kernel_host")
+
+
+def run_job(job: dict, index: int, out: _Out, be, process) -> None:
     from harness.cases.case import Case
     from harness.registry.registry import REGISTRY
+    from harness.run.kernel_process import ProcessHost
     from harness.run.suite import run_suite
 
     spec = REGISTRY.op(job["op"])
-    entry = REGISTRY.get(job["op"], job["kernel"])
+    entry = _entry(job["op"], job["kernel"], process.bind(job["op"], job["kernel"]))
 
     def on_start(case):
         out.emit("start", job=index, case_id=case.id)
@@ -72,46 +108,93 @@ def run_job(job: dict, index: int, out: _Out, be) -> None:
         floor_first=tuple(job.get("floor_first", ())),
         progress=progress,
         on_start=on_start,
+        host=ProcessHost(process),
     )
 
 
-def serve(out_path: str) -> int:
-    out = _Out(out_path)
-    be = None
-    loaded = None
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        message = json.loads(line)
-        index, job = message["index"], message["job"]
-        out.emit("begin", job=index)  # the parent knows the job reached a live worker
-        if be is None:
-            from harness.run import backend as backends
+def _hide_memory(be) -> None:
+    """Linux: make this process non-dumpable, so that a process of the same user (the kernel
+    process) can neither read its memory (the secret) nor open its file descriptors through
+    /proc. On the interpreter only: CUDA IPC is not checked under it."""
+    if not be.is_interpreter:
+        return
+    try:
+        import ctypes
 
-            be = backends.current()
-            if be.is_interpreter:
-                from harness.run import oob
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError):
+        pass  # the HMAC still authenticates the events
 
-                guard = oob.install()
-                out.emit("guard", job=index, active=guard.active, reason=guard.reason)
-        key = (tuple(job["plugins"]), tuple(job.get("extra_modules", ())))
-        if loaded is None:
-            from harness.registry import loader
 
-            loader.load_all(plugins=job["plugins"], extra_modules=job.get("extra_modules", ()))
-            loaded = key
-        elif key != loaded:  # the pool never does this; refuse rather than mix registries
-            out.emit("retire", job=index, reason="a job with other plugins or modules")
-            return 3
-        run_job(job, index, out, be)
-        problem = health(be)  # before "done": the parent must know before it hands out the next job
-        out.emit("done", job=index, retire=problem)
-        if problem:
-            return 0
+def _one_job(job: dict, index: int, out: _Out, be, process) -> str | None:
+    """Run one job and write its ``done``; the reason to retire this worker, if any."""
+    from harness.run.kernel_host import KernelLost
+
+    process.begin_job()
+    error = None
+    try:
+        run_job(job, index, out, be, process)
+    except KernelLost as lost:  # the kernel process could not even start or bind the entry
+        error = lost.message
+    problem = health(be) or _kernel_health(process)
+    if process.ended and not problem:
+        problem = f"the kernel process {'hung' if process.ended == 'timeout' else 'was lost'} during the job"
+    out.emit("done", job=index, retire=problem, ended=process.ended or ("crashed" if error else None), error=error)
+    return problem
+
+
+def _kernel_health(process) -> str | None:
+    from harness.run.kernel_host import KernelLost
+
+    try:
+        return process.health()
+    except KernelLost as lost:
+        return lost.message
+
+
+def serve() -> int:
+    handshake = json.loads(sys.stdin.readline() or "{}")
+    if "secret" not in handshake or "events" not in handshake:
+        print("worker: the first stdin line must be {\"secret\": ..., \"events\": ...}", file=sys.stderr)
+        return 2
+    out = _Out(handshake["events"], bytes.fromhex(handshake["secret"]))
+    be = process = loaded = None
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            message = json.loads(line)
+            index, job = message["index"], message["job"]
+            out.emit("begin", job=index)  # the parent knows the job reached a live worker
+            key = (tuple(job["plugins"]), tuple(job.get("extra_modules", ())))
+            if be is None:
+                be, process = _set_up(key, job)
+                loaded = key
+            elif key != loaded:  # the pool never does this; refuse rather than mix registries
+                out.emit("retire", job=index, reason="a job with other plugins or modules")
+                return 3
+            if _one_job(job, index, out, be, process):
+                return 0
+    finally:
+        if process is not None:
+            process.close()
     return 0
 
 
+def _set_up(key: tuple, job: dict):
+    from harness.registry.registry import load_builtin_ops
+    from harness.run import backend as backends
+    from harness.run.kernel_process import KernelProcess
+    from harness.settings import current
+
+    be = backends.current()
+    _hide_memory(be)
+    load_builtin_ops()  # op specs only: user code is the kernel process's
+    process = KernelProcess(plugins=key[0], extra_modules=key[1], backend=be.name, settings=current())
+    return be, process
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "--serve":
-        sys.exit("usage: python -m harness.execution.worker --serve OUT.jsonl  (job lines on stdin)")
-    sys.exit(serve(sys.argv[2]))
+    if sys.argv[1:] != ["--serve"]:
+        sys.exit("usage: python -m harness.execution.worker --serve  (handshake, then job lines on stdin)")
+    sys.exit(serve())

@@ -27,7 +27,8 @@ class Contract:
     ``dtypes`` bounds the dtype of the first input, ``max_n`` its last dimension,
     ``contiguous=True`` puts non-contiguous tensor inputs outside the contract.
     ``deterministic=False`` lets two identical runs differ (atomics): the
-    ``repeatable`` check then reports the difference without failing.
+    ``repeatable`` check then reports the difference without failing, as long as
+    the second run also matches the oracle within the same tolerances.
     """
 
     dtypes: tuple[torch.dtype, ...] | None = None

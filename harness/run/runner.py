@@ -1,7 +1,13 @@
 """Run one kernel on one case and turn every check into a record.
 
 Order per case: contract gate -> forward -> inputs unchanged -> backward -> inputs unchanged
--> output meta -> values against the float64 oracle -> repeatability.
+-> output meta -> values against the float64 oracle -> repeatability (and, for a kernel
+declared nondeterministic, the second run's values).
+
+The kernel is called through a host (harness.run.kernel_host): in this process for trusted
+callers, in a kernel process of its own for the judge (harness.execution.worker). A host that
+loses its kernel process (it exited, was killed by a signal, or hung) raises KernelLost; the
+case then gets a failed ``crash`` or ``timeout`` record naming how it ended.
 """
 
 from __future__ import annotations
@@ -11,15 +17,15 @@ from typing import Any, Callable
 
 import torch
 
-from harness.run import compile_clock
 from harness.cases.case import Case, repro_command
-from harness.run.oob import find_out_of_bounds
-from harness.registry.opspec import Meta, OpInputs, OpSpec
 from harness.record.case_record import CaseRecord
+from harness.registry.opspec import Meta, OpInputs, OpSpec
 from harness.registry.registry import KernelEntry
+from harness.run.kernel_host import InProcessHost, KernelError, KernelLost, NotATensor, Reply
 from properties import checks
 
 REPRO_BACKEND = {"interpreter": "interpreter", "cuda": "cuda"}
+NONDETERMINISTIC = "Contract(deterministic=False)"
 
 
 class CaseRun:
@@ -28,6 +34,7 @@ class CaseRun:
     def __init__(self, spec: OpSpec, entry: KernelEntry, case: Case, inputs: OpInputs, backend: str, phase: str):
         self.spec, self.entry, self.case, self.inputs = spec, entry, case, inputs
         self.records: list[CaseRecord] = []
+        self.lost: KernelLost | None = None  # the kernel process was lost during this case
         self._common = dict(
             op=entry.op,
             kernel=entry.name,
@@ -65,157 +72,196 @@ class CaseRun:
 
 class _Phases:
     """Seconds spent per phase of one case: the kernel's calls (``kernel``: execution, and
-    ``compile``: Triton compiling, or loading from its disk cache, on first launches; see
-    harness.run.compile_clock), the oracle, the harness's checks. On CUDA the kernel phase ends
-    with a synchronize, so asynchronous launches are not billed to the next phase."""
+    ``compile``: Triton compiling, or loading from its disk cache, on first launches; both
+    measured where the kernel runs, see harness.run.kernel_host), the oracle, the harness's
+    checks (the hand-over of tensors between processes included)."""
 
-    def __init__(self, device: torch.device):
-        compile_clock.install()
-        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    def __init__(self):
         self.seconds = {"kernel": 0.0, "compile": 0.0, "oracle": 0.0, "checks": 0.0}
         self._phase, self._since = "checks", time.perf_counter()
-        self._compiled_at_start = compile_clock.seconds()
 
     def enter(self, phase: str) -> None:
-        if self._phase == "kernel":
-            self.sync()
         now = time.perf_counter()
-        elapsed = now - self._since
-        if self._phase == "kernel":
-            compiling = min(elapsed, compile_clock.seconds() - self._compiled_at_start)
-            self.seconds["compile"] += compiling
-            elapsed -= compiling
-        self.seconds[self._phase] += elapsed
+        self.seconds[self._phase] += now - self._since
         self._phase, self._since = phase, now
-        self._compiled_at_start = compile_clock.seconds()
+
+    def call(self, method: Callable[..., Reply], *args) -> Reply:
+        self.enter("checks")
+        started = time.perf_counter()
+        reply = method(*args)
+        wall = time.perf_counter() - started
+        self.seconds["compile"] += reply.compile_s
+        self.seconds["kernel"] += max(0.0, reply.kernel_s - reply.compile_s)
+        self.seconds["checks"] += max(0.0, wall - reply.kernel_s - reply.startup_s)  # start-up: "other" in reports
+        self._since = time.perf_counter()
+        return reply
 
     def done(self) -> dict[str, float]:
         self.enter("checks")
         return {k: round(v, 4) for k, v in self.seconds.items()}
 
 
-def _poison_allocator(device: torch.device, nbytes: int) -> None:
-    """Fill memory the caching allocator will hand out next with NaN bytes (0xFF), so an
-    output element a kernel forgets to write reads as NaN instead of a lucky zero."""
-    if device.type != "cuda" or nbytes <= 0:
-        return
-    block = torch.empty(nbytes * 2 + 4096, dtype=torch.uint8, device=device)
-    block.fill_(0xFF)
-    del block
-
-
-def _out_of_bounds(run: CaseRun, exc: BaseException | None) -> bool:
+def _out_of_bounds(run: CaseRun, error: KernelError | None) -> bool:
     """Record an out-of-bounds access (harness.run.oob) as its own failed check."""
-    oob = find_out_of_bounds(exc)
-    if oob is not None:
-        run.add("out_of_bounds", False, str(oob))
-    return oob is not None
+    if error is not None and error.oob is not None:
+        run.add("out_of_bounds", False, error.oob)
+        return True
+    return False
 
 
-def _call(fn: Callable, args: tuple, grad_wrt: tuple[int, ...]):
-    leaves = list(args)
-    for i in grad_wrt:
-        leaves[i] = args[i].detach().requires_grad_(True)
-    return leaves, fn(*leaves)
+def _describe_meta(meta: Meta) -> str:
+    return f"a tensor of shape {tuple(meta.shape)} and dtype {str(meta.dtype).removeprefix('torch.')}"
 
 
-def _grads(out: Any, leaves: list, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None):
-    if not isinstance(out, torch.Tensor) or not out.requires_grad:
-        raise TypeError("the output does not require grad: the kernel is not differentiable through autograd")
-    return torch.autograd.grad(out, [leaves[i] for i in grad_wrt], grad_outputs=upstream, allow_unused=True)
+class _Steps:
+    """The steps of one case, each a short method; ``run`` collects their records."""
+
+    def __init__(self, spec: OpSpec, entry: KernelEntry, case: Case, host, *, backend: str, device: str, phase: str):
+        self.spec, self.entry, self.case, self.host = spec, entry, case, host
+        self.inputs = spec.make_inputs(case, device)
+        # the oracle reads a private copy: a kernel in another process holds the shared inputs
+        self.reference = spec.make_inputs(case, device) if getattr(host, "isolated", False) else self.inputs
+        self.run = CaseRun(spec, entry, case, self.inputs, backend, phase)
+        self.dev = torch.device(device)
+        self.named = [(f"arg{i}", a) for i, a in enumerate(self.inputs.args)] + [("upstream", self.inputs.upstream)]
+        self.fwd_name = spec.check_name(spec.forward_check, case)
+        self.phases = _Phases()
+        self.snap: checks.Snapshot | None = None
+
+    def all(self) -> None:
+        reasons = self.entry.contract.violations(self.inputs.args)
+        if reasons:
+            self.out_of_contract(reasons)
+            return
+        out = self.forward()
+        if out is None:
+            return
+        backward = self.backward()
+        if backward is None:
+            return
+        grads, grad_error = backward
+        self.phases.enter("oracle")
+        expected = self.spec.oracle(self.reference)
+        self.phases.enter("checks")
+        metas = self.metas(out, grads)
+        self.output_meta(metas, grad_error)
+        self.values(metas, expected, grad_error)
+        if self.run.passed:
+            self.repeat(metas, expected, grads)
+
+    def out_of_contract(self, reasons: list[str]) -> None:
+        snap = checks.Snapshot(self.named)
+        error = self.phases.call(self.host.contract_call, self.inputs.args).error
+        if not _out_of_bounds(self.run, error):
+            self.run.add("contract", *checks.contract_rejection(error, reasons, snap))
+
+    def forward(self) -> Any:
+        self.snap = checks.Snapshot(self.named)
+        reply = self.phases.call(self.host.forward, self.inputs.args, self.inputs.grad_wrt)
+        if reply.error is not None:
+            if not _out_of_bounds(self.run, reply.error):
+                self.run.add(self.fwd_name, False, f"in-contract input, but the kernel raised {reply.error.describe()}")
+            return None
+        if isinstance(reply.value, NotATensor) or not isinstance(reply.value, torch.Tensor):
+            got = reply.value.describe() if isinstance(reply.value, NotATensor) else type(reply.value).__name__
+            want = _describe_meta(self.spec.forward_meta(self.reference))
+            self.run.add(self.fwd_name, False, f"the kernel returned {got}, expected {want}")
+            return None
+        self.run.add("inputs_unchanged", *checks.inputs_unchanged(self.snap, "forward"))
+        return reply.value
+
+    def backward(self) -> tuple[tuple, str | None] | None:
+        """(gradients, why there are none); None if the case stops here (an out-of-bounds access)."""
+        if not self.inputs.grad_wrt:
+            return (), None
+        reply = self.phases.call(self.host.backward, self.inputs.grad_wrt, self.inputs.upstream)
+        if reply.error is not None:
+            if _out_of_bounds(self.run, reply.error):
+                return None
+            return (), f"backward raised {reply.error.describe()}"
+        self.run.add("inputs_unchanged", *checks.inputs_unchanged(self.snap, "backward"))
+        return tuple(reply.value), None
+
+    def metas(self, out, grads: tuple) -> list[tuple[str, Any, Meta]]:
+        metas = [(self.fwd_name, out, self.spec.forward_meta(self.reference))]
+        for pos, name, g in zip(self.inputs.grad_wrt, self.spec.grad_checks, grads or [None] * len(self.inputs.grad_wrt)):
+            arg = self.reference.args[pos]
+            metas.append((name, g, Meta(tuple(arg.shape), arg.dtype)))
+        return metas
+
+    def output_meta(self, metas, grad_error: str | None) -> None:
+        meta_ok, meta_msgs = True, []
+        for name, actual, meta in metas:
+            if actual is None and grad_error is not None and name != self.fwd_name:
+                continue
+            ok, msg = checks.output_meta(name, actual, meta, self.dev)
+            meta_ok &= ok
+            meta_msgs.append(msg)
+        self.run.add("output_meta", meta_ok, "; ".join(meta_msgs))
+
+    def compare(self, name: str, actual, meta: Meta, expected: dict):
+        check = self.spec.check_name(name, self.case)
+        tol = self.spec.tolerance(check, self.case, meta.dtype)
+        return check, checks.values(actual, expected[name], meta.dtype, tol, expected.get(f"{name}_magnitude"))
+
+    def values(self, metas, expected: dict, grad_error: str | None) -> None:
+        for name, actual, meta in metas:
+            if actual is None:
+                check = self.spec.check_name(name, self.case)
+                self.run.add(check, False, grad_error or f"{name}: no gradient returned (allow_unused gave None)")
+                continue
+            check, cmp = self.compare(name, actual, meta, expected)
+            self.run.add(check, cmp.passed, cmp.message, cmp)
+
+    def repeat(self, metas, expected: dict, grads: tuple) -> None:
+        grad_wrt = self.inputs.grad_wrt if grads else ()
+        reply = self.phases.call(self.host.repeat, self.inputs.args, grad_wrt, self.inputs.upstream)
+        if reply.error is not None:
+            if not _out_of_bounds(self.run, reply.error):
+                self.run.add("repeatable", False, f"second run raised {reply.error.describe()}")
+            return
+        out2, grads2 = reply.value
+        second = [out2, *grads2]
+        ok, msg = checks.repeatable([m[1] for m in metas], second, [m[0] for m in metas])
+        if ok:
+            self.run.add("repeatable", True, msg)
+        elif self.entry.contract.deterministic:
+            self.run.add("repeatable", False, msg + f". If the kernel is nondeterministic by design, declare "
+                                                   f"{NONDETERMINISTIC}: its second run is then judged by the oracle")
+        else:
+            self.second_run_values(metas, second, expected, msg)
+
+    def second_run_values(self, metas, second: list, expected: dict, differ: str) -> None:
+        """A kernel declared nondeterministic may differ between runs, never from the oracle."""
+        wrong = []
+        for (name, _, meta), actual in zip(metas, second):
+            if not isinstance(actual, torch.Tensor):
+                wrong.append(f"{name}: the second run returned {type(actual).__name__}")
+                continue
+            check, cmp = self.compare(name, actual, meta, expected)
+            if not cmp.passed:
+                wrong.append(f"{check}: {cmp.message}")
+        if wrong:
+            self.run.add("repeatable", False, f"the second run is wrong (two runs may differ bitwise under "
+                                              f"{NONDETERMINISTIC}, but each must match the oracle): " + "; ".join(wrong))
+        else:
+            self.run.add("repeatable", True, f"{differ} (allowed by {NONDETERMINISTIC}; the second run's values are "
+                                             "within tolerance)")
 
 
-def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, device: str, phase: str = "floor") -> CaseRun:
-    inputs = spec.make_inputs(case, device)
-    run = CaseRun(spec, entry, case, inputs, backend, phase)
-    named = [(f"arg{i}", a) for i, a in enumerate(inputs.args)] + [("upstream", inputs.upstream)]
-    dev = torch.device(device)
-    nbytes = sum(a.numel() * a.element_size() for a in inputs.args if isinstance(a, torch.Tensor))
-
-    reasons = entry.contract.violations(inputs.args)
-    if reasons:
-        snap = checks.Snapshot(named)
-        error = None
-        try:
-            _call(entry.fn, inputs.args, ())
-        except Exception as exc:  # the kernel's rejection is the expected outcome here
-            error = exc
-        if not _out_of_bounds(run, error):
-            run.add("contract", *checks.contract_rejection(error, reasons, snap))
-        return run
-
+def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, device: str, phase: str = "floor",
+             host=None) -> CaseRun:
+    """Every check of one case. ``host``: how the kernel is called (default: in this process)."""
     started = time.perf_counter()
-    phases = _Phases(dev)
-    snap = checks.Snapshot(named)
-    fwd_name = spec.check_name(spec.forward_check, case)
+    steps = _Steps(spec, entry, case, host if host is not None else InProcessHost(entry.fn), backend=backend,
+                   device=device, phase=phase)
+    run = steps.run
     try:
-        _poison_allocator(dev, nbytes)
-        phases.enter("kernel")
-        leaves, out = _call(entry.fn, inputs.args, inputs.grad_wrt)
-    except Exception as exc:
-        if not _out_of_bounds(run, exc):
-            run.add(fwd_name, False, f"in-contract input, but the kernel raised {type(exc).__name__}: {exc}")
-        return run
-    phases.enter("checks")
-    run.add("inputs_unchanged", *checks.inputs_unchanged(snap, "forward"))
-
-    grads: tuple = ()
-    grad_error = None
-    if inputs.grad_wrt:
-        try:
-            _poison_allocator(dev, nbytes)
-            phases.enter("kernel")
-            grads = _grads(out, leaves, inputs.grad_wrt, inputs.upstream)
-        except Exception as exc:
-            if _out_of_bounds(run, exc):
-                return run
-            grad_error = f"backward raised {type(exc).__name__}: {exc}"
-        else:
-            phases.enter("checks")
-            run.add("inputs_unchanged", *checks.inputs_unchanged(snap, "backward"))
-
-    phases.enter("oracle")
-    expected = spec.oracle(inputs)
-    phases.enter("checks")
-    fwd_meta = spec.forward_meta(inputs)
-    metas = [(fwd_name, out, fwd_meta)]
-    for pos, name, g in zip(inputs.grad_wrt, spec.grad_checks, grads or [None] * len(inputs.grad_wrt)):
-        arg = inputs.args[pos]
-        metas.append((name, g, Meta(tuple(arg.shape), arg.dtype)))
-
-    meta_ok, meta_msgs = True, []
-    for name, actual, meta in metas:
-        if actual is None and grad_error is not None and name != fwd_name:
-            continue
-        ok, msg = checks.output_meta(name, actual, meta, dev)
-        meta_ok &= ok
-        meta_msgs.append(msg)
-    run.add("output_meta", meta_ok, "; ".join(meta_msgs))
-
-    for name, actual, meta in metas:
-        check = spec.check_name(name, case)
-        if actual is None:
-            run.add(check, False, grad_error or f"{name}: no gradient returned (allow_unused gave None)")
-            continue
-        tol = spec.tolerance(check, case, meta.dtype)
-        cmp = checks.values(actual, expected[name], meta.dtype, tol, expected.get(f"{name}_magnitude"))
-        run.add(check, cmp.passed, cmp.message, cmp)
-
-    if run.passed:
-        try:
-            phases.enter("kernel")
-            leaves2, out2 = _call(entry.fn, inputs.args, inputs.grad_wrt if grads else ())
-            grads2 = _grads(out2, leaves2, inputs.grad_wrt, inputs.upstream) if grads else ()
-        except Exception as exc:
-            run.add("repeatable", False, f"second run raised {type(exc).__name__}: {exc}")
-        else:
-            phases.enter("checks")
-            names = [m[0] for m in metas]
-            ok, msg = checks.repeatable([out, *grads], [out2, *grads2], names)
-            if not ok and not entry.contract.deterministic:
-                ok, msg = True, msg + " (allowed: the contract declares the kernel nondeterministic)"
-            run.add("repeatable", ok, msg)
-    timing = phases.done()
+        steps.all()
+    except KernelLost as lost:
+        run.lost = lost
+        run.add(lost.check, False, f"{lost.message} (case {case.id})")
+    timing = steps.phases.done()
     for r in run.records:
         r.seconds = round(time.perf_counter() - started, 4)
     if run.records:

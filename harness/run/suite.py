@@ -35,6 +35,11 @@ class _Failed(AssertionError):
     pass
 
 
+class _JobOver(BaseException):
+    """The kernel process hung or was lost too often: no further case can run. A BaseException
+    so that hypothesis lets it through instead of counting it as a failing example."""
+
+
 def run_suite(
     spec: OpSpec,
     entry: KernelEntry,
@@ -49,10 +54,13 @@ def run_suite(
     on_start: Callable[[Case], None] | None = None,
     shard: tuple[int, int] = (0, 1),
     floor_first: Sequence[str] = (),
+    host=None,
 ) -> list[CaseRecord]:
     """``floor_first``: ids of floor cases to run before the rest of the floor (the campaign
     puts the cases that killed a mutant last time first). Only the order changes: ids that are
-    not floor cases of this backend are ignored, so the suite and its verdict stay the same."""
+    not floor cases of this backend are ignored, so the suite and its verdict stay the same.
+    ``host``: how the kernel is called (harness.run.kernel_host; default: in this process). A
+    case whose kernel process hung, or was lost once too often, ends the suite there."""
     records: list[CaseRecord] = []
     index, count = shard
     if not 0 <= index < count:
@@ -61,11 +69,25 @@ def run_suite(
     def one(case: Case, phase: str) -> CaseRun:
         if on_start:
             on_start(case)
-        run = run_case(spec, entry, case, backend=backend, device=device, phase=phase)
+        run = run_case(spec, entry, case, backend=backend, device=device, phase=phase, host=host)
         if progress:
             progress(run)
+        if run.lost is not None and run.lost.fatal:
+            records.extend(run.records)
+            raise _JobOver()
         return run
 
+    try:
+        return _suite(spec, one, records, backend=backend, seed=seed, max_examples=max_examples, only_case=only_case,
+                      stop_at_first_failure=stop_at_first_failure, shard=shard, floor_first=floor_first)
+    except _JobOver:
+        return records
+
+
+def _suite(spec: OpSpec, one, records: list[CaseRecord], *, backend: str, seed: int, max_examples: int,
+           only_case: Case | None, stop_at_first_failure: bool, shard: tuple[int, int],
+           floor_first: Sequence[str]) -> list[CaseRecord]:
+    index, count = shard
     if only_case is not None:
         return one(only_case, "explicit").records
 
@@ -82,8 +104,8 @@ def run_suite(
     if max_examples <= 0:
         return records
     mine = (lambda case: True) if count == 1 else (lambda case: shard_of(case, count) == index)
-    records += _generated(spec, one, backend=backend, seed=seed, max_examples=max_examples, shrink=not stop_at_first_failure,
-                          mine=mine)
+    _generated(spec, one, records, backend=backend, seed=seed, max_examples=max_examples, shrink=not stop_at_first_failure,
+               mine=mine)
     return records
 
 
@@ -92,9 +114,10 @@ def shard_of(case: Case, count: int) -> int:
     return int(hashlib.sha1(case.id.encode()).hexdigest()[:8], 16) % count
 
 
-def _generated(spec: OpSpec, one, *, backend: str, seed: int, max_examples: int, shrink: bool,
-               mine: Callable[[Case], bool]) -> list[CaseRecord]:
-    kept: list[CaseRecord] = []
+def _generated(spec: OpSpec, one, kept: list[CaseRecord], *, backend: str, seed: int, max_examples: int, shrink: bool,
+               mine: Callable[[Case], bool]) -> None:
+    """Appends the generated cases' records to ``kept`` as they come (a _JobOver keeps them)."""
+    start = len(kept)
     state = {"first_failure_at": None, "best": None}  # best: (case id, records) of the smallest failure
 
     def body(case: Case) -> None:
@@ -138,9 +161,9 @@ def _generated(spec: OpSpec, one, *, backend: str, seed: int, max_examples: int,
         test()
     except (_Failed, FlakyFailure):
         pass
-    best = state["best"]
-    if best is not None:
-        first_failed_id = next(r.case_id for r in kept if not r.passed)
-        if best[0] != first_failed_id:
-            kept.extend(best[1])
-    return kept
+    finally:  # also when the job is over: the smallest failure found so far is kept
+        best = state["best"]
+        if best is not None:
+            first_failed_id = next(r.case_id for r in kept[start:] if not r.passed)
+            if best[0] != first_failed_id:
+                kept.extend(best[1])

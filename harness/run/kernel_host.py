@@ -1,0 +1,200 @@
+"""Kernel calls behind one small interface: in this process, or in a kernel process of its own.
+
+The runner (harness.run.runner) never calls a kernel directly; it asks a host for four
+things: ``contract_call(args)`` (an out-of-contract case: call, report the exception or its
+absence), ``forward(args, grad_wrt)`` (keeps the autograd graph on the kernel's side),
+``backward(upstream)`` and ``repeat(args, grad_wrt, upstream)`` (a second forward and
+backward). Each answer is a :class:`Reply`: the value (outputs are never handed over with
+their graph), or the error the kernel raised, and the seconds the call spent running and
+compiling (harness.run.compile_clock), measured where the kernel ran.
+
+- :class:`InProcessHost` calls the function here. For tests, exercise and the sanitizer:
+  places where the caller trusts the kernel.
+- :class:`ProcessHost` runs the kernel in a separate process (harness.run.kernel_process),
+  so that nothing a kernel does (``sys.exit``, ``os._exit``, a signal, patching the
+  harness's modules) can reach the process that judges it. A call that kills that process
+  raises :class:`KernelLost`; so does one that outlives the watchdog (harness.settings).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable
+
+import torch
+
+from harness.run import compile_clock
+from harness.run.oob import find_out_of_bounds
+
+REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")  # the expected answers to an out-of-contract case
+
+
+@dataclasses.dataclass
+class KernelError:
+    """An exception the kernel raised, as plain data (it may have been raised in another process)."""
+
+    type_name: str
+    text: str  # str() of the exception
+    oob: str | None = None  # harness.run.oob's description of an out-of-bounds access behind it
+    rejection: bool = False  # a ValueError, TypeError or NotImplementedError (or a subclass)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def describe(self) -> str:
+        return f"{self.type_name}: {self.text}" if self.text else self.type_name
+
+
+@dataclasses.dataclass
+class NotATensor:
+    """What the kernel returned instead of a tensor."""
+
+    type_name: str
+    text: str
+
+    def describe(self) -> str:
+        return "None" if self.type_name == "NoneType" else f"a {self.type_name} ({self.text})"
+
+
+@dataclasses.dataclass
+class Reply:
+    value: Any = None
+    error: KernelError | None = None
+    kernel_s: float = 0.0  # wall time of the call (compile_s included)
+    compile_s: float = 0.0
+    startup_s: float = 0.0  # starting a fresh kernel process first (start-up, not the case's time)
+
+
+class KernelLost(Exception):
+    """The kernel process ended (``check="crash"``) or hung (``check="timeout"``) during a call.
+
+    ``fatal``: the job cannot go on (a hang, or too many kernel processes lost)."""
+
+    def __init__(self, check: str, message: str, *, fatal: bool):
+        super().__init__(message)
+        self.check, self.message, self.fatal = check, message, fatal
+
+
+def error_of(exc: BaseException) -> KernelError:
+    oob = find_out_of_bounds(exc)
+    names = [c.__name__ for c in type(exc).__mro__ if c.__module__ == "builtins"]
+    try:
+        text = str(exc)
+    except Exception:  # an exception whose __str__ raises still gets reported
+        text = "(its message could not be printed)"
+    return KernelError(type(exc).__name__, text[:4000], str(oob) if oob is not None else None,
+                       any(n in REJECTIONS for n in names))
+
+
+def output_of(value: Any) -> Any:
+    """A tensor output without its graph, or a NotATensor saying what came instead."""
+    if isinstance(value, torch.Tensor) and value.layout == torch.strided:
+        return value.detach()
+    text = repr(value) if value is not None else ""
+    return NotATensor(type(value).__name__, text[:200])
+
+
+def poison_allocator(device: torch.device, nbytes: int) -> None:
+    """Fill memory the caching allocator will hand out next with NaN bytes (0xFF), so an
+    output element a kernel forgets to write reads as NaN instead of a lucky zero."""
+    if device.type != "cuda" or nbytes <= 0:
+        return
+    block = torch.empty(nbytes * 2 + 4096, dtype=torch.uint8, device=device)
+    block.fill_(0xFF)
+    del block
+
+
+class Session:
+    """The kernel's side of a case: calls ``fn``, keeps the leaves and output of the last
+    forward for the backward, times each call. Never raises for what the kernel does
+    (``catch``: the exceptions turned into a KernelError; the kernel process catches all)."""
+
+    def __init__(self, fn: Callable, catch: tuple[type[BaseException], ...] = (Exception, SystemExit)):
+        self.fn, self.catch = fn, catch
+        self.leaves: list = []
+        self.out: Any = None
+        compile_clock.install()
+
+    def _timed(self, call: Callable[[], Any], device: torch.device) -> Reply:
+        started, compiled = time.perf_counter(), compile_clock.seconds()
+        reply = Reply()
+        try:
+            reply.value = call()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+        except self.catch as exc:  # the kernel's failure is the answer, not the host's
+            reply.error = error_of(exc)
+        reply.kernel_s = time.perf_counter() - started
+        reply.compile_s = min(reply.kernel_s, compile_clock.seconds() - compiled)
+        return reply
+
+    def contract_call(self, args: tuple) -> Reply:
+        reply = self._timed(lambda: self.fn(*args), _device(args))
+        reply.value = None  # only the raise (or its absence) matters
+        return reply
+
+    def forward(self, args: tuple, grad_wrt: tuple[int, ...]) -> Reply:
+        device = _device(args)
+
+        def call():
+            poison_allocator(device, _nbytes(args))
+            self.leaves = list(args)
+            for i in grad_wrt:
+                self.leaves[i] = args[i].detach().requires_grad_(True)
+            self.out = None
+            self.out = self.fn(*self.leaves)
+            return output_of(self.out)
+
+        return self._timed(call, device)
+
+    def backward(self, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> Reply:
+        device = _device(self.leaves)
+
+        def call():
+            poison_allocator(device, _nbytes(self.leaves))
+            out = self.out
+            if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                raise TypeError("the output does not require grad: the kernel is not differentiable through autograd")
+            grads = torch.autograd.grad(out, [self.leaves[i] for i in grad_wrt], grad_outputs=upstream, allow_unused=True)
+            return tuple(output_of(g) if g is not None else None for g in grads)
+
+        return self._timed(call, device)
+
+    def repeat(self, args: tuple, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> Reply:
+        first = self.forward(args, grad_wrt)
+        if first.error is not None or not grad_wrt:
+            first.value = (first.value, ())
+            return first
+        second = self.backward(grad_wrt, upstream)
+        return Reply((first.value, second.value), second.error, first.kernel_s + second.kernel_s,
+                     first.compile_s + second.compile_s)
+
+
+def _device(args) -> torch.device:
+    return next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+
+
+def _nbytes(args) -> int:
+    return sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+
+
+class InProcessHost:
+    """Calls the kernel in this process. ``isolated`` is False: the caller trusts the kernel."""
+
+    isolated = False
+
+    def __init__(self, fn: Callable):
+        self.session = Session(fn)
+
+    def contract_call(self, args: tuple) -> Reply:
+        return self.session.contract_call(args)
+
+    def forward(self, args: tuple, grad_wrt: tuple[int, ...]) -> Reply:
+        return self.session.forward(args, grad_wrt)
+
+    def backward(self, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> Reply:
+        return self.session.backward(grad_wrt, upstream)
+
+    def repeat(self, args: tuple, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> Reply:
+        return self.session.repeat(args, grad_wrt, upstream)

@@ -1,0 +1,261 @@
+"""The kernel process: user code runs here, never in the process that judges it.
+
+:class:`KernelProcess` (judge side) starts a process with ``torch.multiprocessing``'s
+*spawn* context (a fresh interpreter: a forked child would inherit the judge's memory and
+open files), which loads the registry (plugins, extra modules such as generated mutants),
+installs the interpreter's out-of-bounds guard and the compile clock, and serves the
+requests of harness.run.kernel_host's interface over a pipe. Tensors travel through
+torch.multiprocessing's reductions (CPU tensors in shared memory, CUDA tensors by IPC): the
+kernel works on the judge's own input tensors (layouts and padding included, and the judge
+sees any write to them); outputs are copied by the judge as soon as they arrive.
+
+The judge reads replies with a restricted unpickler (:class:`_Unpickler`): a kernel that
+writes its own bytes into the pipe can build tensors and plain data, never call anything
+else in the judge. A reply that does not come within the watchdog's limit, or a process
+that ends during a call, raises harness.run.kernel_host.KernelLost; the next call starts a
+fresh process, up to ``Settings.kernel_restarts`` per job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import pickle
+import sys
+import types
+import signal
+import time
+from multiprocessing.connection import wait
+from typing import Any
+
+from harness.run.kernel_host import KernelError, KernelLost, NotATensor, Reply
+from harness.settings import Settings
+
+_ALLOWED = {
+    "torch.multiprocessing.reductions": {
+        "rebuild_tensor", "rebuild_typed_storage", "rebuild_storage_fd", "rebuild_storage_filename",
+        "rebuild_cuda_tensor", "rebuild_storage_empty", "rebuild_typed_storage_child",
+    },
+    "torch.storage": {"UntypedStorage", "TypedStorage"},
+    "torch": {"Tensor", "Size", "device"},
+    "multiprocessing.resource_sharer": {"DupFd"},
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    """Unpickles tensors, torch dtypes and plain data; any other global is refused."""
+
+    def find_class(self, module: str, name: str):
+        import torch
+
+        if name in _ALLOWED.get(module, ()):
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise pickle.UnpicklingError(f"the kernel process sent a forbidden object: {module}.{name}")
+
+
+@contextlib.contextmanager
+def _bare_main():
+    """Spawn re-imports the parent's ``__main__`` in the child unless it has neither a spec nor
+    a file: the kernel process needs nothing of the judge's (or a test's) main module."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class KernelProcess:
+    """The judge's handle on the kernel process of one set of plugins and modules.
+
+    ``bind(op, name)`` tells it which entry the next calls are for and returns the entry's
+    description (contract, origin, ...), read in the kernel process: the judge never imports
+    user code. ``lost`` counts the processes lost in the current job (``begin_job`` resets it);
+    ``ended`` is how the job's kernel process ended: None, "crashed" or "timeout"."""
+
+    def __init__(self, *, plugins: tuple[str, ...], extra_modules: tuple[str, ...], backend: str, settings: Settings):
+        self.plugins, self.extra_modules, self.backend, self.settings = plugins, extra_modules, backend, settings
+        self.proc = None
+        self.conn = None
+        self.bound: tuple[str, str] | None = None
+        self.slowest = 0.0
+        self.lost = 0
+        self.ended: str | None = None
+
+    # --- life cycle --------------------------------------------------------------------
+    def _start(self) -> None:
+        import torch.multiprocessing as mp
+
+        from harness.run import kernel_server
+
+        ctx = mp.get_context("spawn")
+        mine, theirs = ctx.Pipe()
+        self.proc = ctx.Process(target=kernel_server.serve, args=(theirs, self.plugins, self.extra_modules),
+                                daemon=True, name="harness-kernel")
+        with _bare_main():
+            self.proc.start()
+        theirs.close()
+        self.conn = mine
+        ready = self._receive("start-up", self.settings.startup_s, fatal=True)
+        if ready.get("error"):
+            self.kill()
+            raise KernelLost("crash", f"the kernel process could not start: {ready['error']}", fatal=True)
+        if self.bound is not None:
+            self._bind_remote(*self.bound)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            if self.proc.is_alive():
+                self.proc.kill()
+            self.proc.join(timeout=10)
+        if self.conn is not None:
+            self.conn.close()
+        self.proc = self.conn = None
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            try:
+                self.conn.send(("exit",))
+            except OSError:
+                pass
+            self.proc.join(timeout=5)
+        self.kill()
+
+    def begin_job(self) -> None:
+        self.lost, self.ended, self.slowest = 0, None, 0.0
+
+    # --- requests --------------------------------------------------------------------
+    def bind(self, op: str, name: str) -> dict:
+        self.bound = (op, name)
+        if self.proc is None:
+            self._ensure()
+            return self.entry
+        return self._bind_remote(op, name)
+
+    def _bind_remote(self, op: str, name: str) -> dict:
+        answer = self._request(("bind", op, name), "start-up", self.settings.startup_s, fatal=True)
+        if answer.get("error"):
+            raise KernelLost("crash", answer["error"], fatal=True)
+        self.entry = answer["entry"]
+        return self.entry
+
+    def _ensure(self) -> None:
+        if self.proc is not None:
+            return
+        if self.lost > self.settings.kernel_restarts:
+            raise KernelLost("crash", f"the kernel process was lost {self.lost} times in this job: "
+                                      "the remaining cases are not run", fatal=True)
+        self._start()
+
+    def call(self, kind: str, *payload) -> Reply:
+        """One kernel call; the watchdog's limit scales with the slowest call so far."""
+        started = time.monotonic()
+        self._ensure()
+        startup = time.monotonic() - started
+        limit = max(self.settings.watchdog_base(self.backend), self.settings.watchdog_factor * self.slowest)
+        started = time.monotonic()
+        answer = self._request((kind, *payload), kind, limit)
+        self.slowest = max(self.slowest, time.monotonic() - started)
+        try:
+            reply = _reply(answer)
+        except Exception as exc:  # not the shape the kernel server sends: the judge will not guess
+            self._lose("crash", f"the kernel process sent a malformed reply during {kind}: {type(exc).__name__}: {exc}",
+                       fatal=True)
+        reply.startup_s = startup
+        return reply
+
+    def health(self) -> str | None:
+        if self.proc is None:
+            return None
+        answer = self._request(("health",), "the health check", self.settings.watchdog_base(self.backend))
+        return answer.get("problem")
+
+    def _request(self, message: tuple, what: str, limit: float, *, fatal: bool = False) -> dict:
+        try:
+            self.conn.send(message)
+        except OSError:
+            pass  # the process is gone: _receive says how it ended
+        return self._receive(what, limit, fatal=fatal)
+
+    def _receive(self, what: str, limit: float, *, fatal: bool = False) -> dict:
+        ready = wait([self.conn, self.proc.sentinel], timeout=limit)
+        if self.conn in ready:
+            try:
+                return _Unpickler(io.BytesIO(self.conn.recv_bytes())).load()
+            except (EOFError, OSError):
+                pass  # the process died while (or instead of) answering
+            except Exception as exc:  # a reply the judge will not read is a lost process, not a verdict
+                self._lose("crash", f"the kernel process sent an unreadable reply during {what}: {exc}", fatal=True)
+        if not ready:
+            self._lose("timeout", f"no reply from the kernel after {limit:.0f} s during {what}: the kernel process "
+                                  "was killed (hang?)", fatal=True)
+        self.proc.join(timeout=5)
+        hint = " (the kernel called sys.exit/os._exit?)" if self.proc.exitcode == 0 else ""
+        self._lose("crash", f"the kernel process {_describe_exit(self.proc.exitcode)} during {what}{hint}", fatal=fatal)
+
+    def _lose(self, check: str, message: str, *, fatal: bool):
+        self.kill()
+        self.lost += 1
+        self.ended = "timeout" if check == "timeout" else (self.ended or "crashed")
+        fatal = fatal or self.lost > self.settings.kernel_restarts
+        raise KernelLost(check, message, fatal=fatal)
+
+
+def _reply(answer: dict) -> Reply:
+    error = answer.get("error")
+    return Reply(
+        value=_own(answer.get("value")),
+        error=KernelError(**error) if error else None,
+        kernel_s=float(answer.get("kernel_s", 0.0)),
+        compile_s=float(answer.get("compile_s", 0.0)),
+    )
+
+
+def _own(value: Any) -> Any:
+    """The judge's private copy of what the kernel sent: tensors cloned out of shared memory
+    (the kernel process keeps a handle on it), descriptions of non-tensors rebuilt."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict) and value.get("not_a_tensor"):
+        return NotATensor(str(value.get("type_name")), str(value.get("text")))
+    if isinstance(value, (tuple, list)):
+        return tuple(_own(v) for v in value)
+    return None if not isinstance(value, (int, float, str)) else value
+
+
+class ProcessHost:
+    """harness.run.kernel_host's interface on a KernelProcess bound to one entry."""
+
+    isolated = True
+
+    def __init__(self, process: KernelProcess):
+        self.process = process
+
+    def contract_call(self, args: tuple) -> Reply:
+        return self.process.call("contract_call", args)
+
+    def forward(self, args: tuple, grad_wrt: tuple[int, ...]) -> Reply:
+        return self.process.call("forward", args, grad_wrt)
+
+    def backward(self, grad_wrt: tuple[int, ...], upstream) -> Reply:
+        return self.process.call("backward", grad_wrt, upstream)
+
+    def repeat(self, args: tuple, grad_wrt: tuple[int, ...], upstream) -> Reply:
+        return self.process.call("repeat", args, grad_wrt, upstream)
+
+

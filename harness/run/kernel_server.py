@@ -1,0 +1,131 @@
+"""The kernel side of harness.run.kernel_process: the loop that runs in the kernel process.
+
+It loads the user's code (plugins, extra modules), installs the out-of-bounds guard and the
+compile clock, then answers the judge's requests one at a time: ``bind`` (which entry, and
+its contract and description), ``contract_call``, ``forward``, ``backward``, ``repeat``
+(harness.run.kernel_host.Session does the calls), ``health``, ``exit``. Every kernel call
+is wrapped in ``except BaseException``: ``sys.exit``, ``KeyboardInterrupt`` and the like
+come back as the kernel's error; what cannot be caught (``os._exit``, a signal) ends the
+process, and the judge sees how.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when the judge dies, so no kernel process outlives it."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # elsewhere the pipe's end (EOFError) still stops the loop
+
+
+def health(device: str) -> str | None:
+    """None if the device still computes correctly, else why not (a sticky CUDA error)."""
+    if device != "cuda":
+        return None
+    try:
+        import torch
+
+        torch.cuda.synchronize()
+        probe = torch.arange(4, device="cuda", dtype=torch.float32)
+        if float((probe + 1).sum()) != 10.0:
+            return "the device returned a wrong result for a probe computation"
+        torch.cuda.empty_cache()
+    except Exception as exc:  # a sticky CUDA error (illegal address, device assert) poisons the context
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+def _entry_data(entry) -> dict:
+    c = entry.contract
+    return {
+        "kind": entry.kind, "origin": entry.origin, "defined_at": entry.defined_at, "plugin": entry.plugin,
+        "description": entry.description, "meta": {k: v for k, v in entry.meta.items() if isinstance(v, (str, int, float))},
+        "contract": {
+            "dtypes": [str(d).removeprefix("torch.") for d in c.dtypes] if c.dtypes is not None else None,
+            "max_n": c.max_n, "contiguous": bool(c.contiguous), "deterministic": bool(c.deterministic),
+        },
+    }
+
+
+def _plain(value: Any) -> Any:
+    """Replies hold tensors and plain data only (the judge's unpickler refuses anything else)."""
+    from harness.run.kernel_host import NotATensor
+
+    if isinstance(value, NotATensor):
+        return {"not_a_tensor": True, "type_name": value.type_name, "text": value.text}
+    if isinstance(value, (tuple, list)):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _answer(reply) -> dict:
+    return {"value": _plain(reply.value), "error": dataclasses.asdict(reply.error) if reply.error else None,
+            "kernel_s": reply.kernel_s, "compile_s": reply.compile_s}
+
+
+def _load(plugins, extra_modules) -> str:
+    """Set up the process; '' or why it failed."""
+    try:
+        import torch.multiprocessing  # noqa: F401  (registers the tensor reductions used by replies)
+
+        from harness.registry import loader
+        from harness.run import backend, compile_clock, oob
+
+        if backend.current().is_interpreter:
+            oob.install()
+        compile_clock.install()
+        loader.load_all(plugins=plugins, extra_modules=extra_modules)
+    except BaseException as exc:  # user code at import time: report it, the judge fails the job
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...]) -> None:
+    _die_with_parent()
+    problem = _load(plugins, extra_modules)
+    conn.send({"ready": not problem, "error": problem})
+    if problem:
+        return
+    from harness.registry.registry import REGISTRY
+    from harness.run import backend
+    from harness.run.kernel_host import Session
+
+    device = backend.current().device
+    session = None
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return  # the judge is gone
+        kind, payload = request[0], request[1:]
+        if kind == "exit":
+            return
+        if kind == "bind":
+            try:
+                entry = REGISTRY.get(*payload)
+            except Exception as exc:  # an unknown name: the judge fails the job with this message
+                conn.send({"error": str(exc)})
+                continue
+            session = Session(entry.fn, catch=(BaseException,))
+            conn.send({"entry": _entry_data(entry)})
+        elif kind == "health":
+            conn.send({"problem": health(device)})
+        else:
+            _send(conn, _answer(getattr(session, kind)(*payload)))
+
+
+def _send(conn, answer: dict) -> None:
+    try:
+        conn.send(answer)
+    except Exception as exc:  # e.g. an output tensor that cannot be shared: the kernel's failure
+        conn.send({"value": None, "error": {"type_name": type(exc).__name__, "message":
+                   f"the kernel's output could not be handed to the judge: {type(exc).__name__}: {exc}",
+                   "oob": None, "rejection": False}, "kernel_s": 0.0, "compile_s": 0.0})

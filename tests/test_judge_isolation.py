@@ -1,0 +1,129 @@
+"""harness.execution.worker (the judge) + harness.run.kernel_process: a verdict a kernel cannot fool.
+
+Each plugin under tests/fixtures/misbehaving/ is a correct RMSNorm plus one misbehaviour, most of
+them on a generated case (after the floor). Before the judge ran apart from the kernel, each of
+these gave PASS and exit status 0. Each test runs the real command in a subprocess and reads
+verify.json.
+"""
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = "tests/fixtures/misbehaving"
+
+
+def verify(tmp_path: Path, plugin: str, name: str, *extra: str, env: dict | None = None, timeout: float = 600):
+    report = tmp_path / "report"
+    command = [sys.executable, "-m", "harness", "verify", "--plugin", f"{FIXTURES}/{plugin}", "--select", name,
+               "--backend", "interpreter", "--max-examples", "3", "--report-dir", str(report), "--jobs", "1",
+               "--no-render", *extra]
+    started = time.monotonic()
+    proc = subprocess.run(command, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
+    data = json.loads((report / "verify.json").read_text())
+    return proc, data, time.monotonic() - started
+
+
+def failures(data: dict, check: str) -> list[dict]:
+    return [r for r in data["cases"] if not r["passed"] and r["check"] == check]
+
+
+# bug class: a kernel that ends its process, or raises what is not an Exception, passed
+@pytest.mark.parametrize("plugin, name, check, words", [
+    ("exit_in_case.py", "exit_in_case", "forward", "SystemExit"),
+    ("keyboard_interrupt.py", "keyboard_interrupt", "forward", "KeyboardInterrupt"),
+    ("os_exit_in_case.py", "os_exit_in_case", "crash", "exited with status 0 during forward (the kernel called sys.exit/os._exit?)"),
+    ("sigkill_in_case.py", "sigkill_in_case", "crash", "killed by SIGKILL during forward"),
+    ("sigkill_in_case.py", "sigsegv_in_case", "crash", "killed by SIGSEGV during forward"),
+    ("returns_none.py", "returns_none", "forward", "the kernel returned None, expected a tensor of shape"),
+    ("patches_the_judge.py", "patches_the_judge", "forward", "Mismatched elements"),
+])
+def test_every_way_out_of_a_kernel_is_its_failure(tmp_path, plugin, name, check, words):
+    proc, data, _ = verify(tmp_path, plugin, name)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    (kernel,) = data["kernels"]
+    assert kernel["verdict"] == "fail" and kernel["passed"] is False
+    found = failures(data, check)
+    assert found and all(words in r["message"] for r in found), [r["message"] for r in found]
+    assert all(r["case_id"].startswith("rmsnorm:M=") for r in found)  # each names the case it happened on
+    if name != "patches_the_judge":  # the others misbehave on generated cases only
+        assert {r["phase"] for r in found} <= {"generated", "shrunk"}
+
+
+def test_a_kernel_whose_contract_excludes_every_case_is_not_verified(tmp_path):  # bug class: vacuous pass
+    proc, data, _ = verify(tmp_path, "excludes_every_case.py", "excludes_every_case")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (kernel,) = data["kernels"]
+    assert kernel["verdict"] == "not verified" and kernel["passed"] is False and kernel["failed"] == 0
+    assert kernel["value_comparisons"] == 0 and "contract" in kernel["unverified_reason"]
+    assert "NOT VERIFIED" in proc.stdout
+    allowed, data, _ = verify(tmp_path, "excludes_every_case.py", "excludes_every_case", "--allow-unverified")
+    assert allowed.returncode == 0 and data["kernels"][0]["verdict"] == "not verified"
+
+
+def test_a_nondeterministic_kernel_is_still_judged_on_its_second_run(tmp_path):  # bug class: unjudged repeat
+    proc, data, _ = verify(tmp_path, "nondeterministic_wrong_second_run.py", "nondeterministic_wrong_second_run")
+    assert proc.returncode == 1
+    found = failures(data, "repeatable")
+    assert found and "Contract(deterministic=False)" in found[0]["message"] and "second run is wrong" in found[0]["message"]
+
+
+def test_a_forged_done_event_is_dropped_and_fails_the_job(tmp_path):  # bug class: forged verdict
+    scratch, marker = tmp_path / "tmp", tmp_path / "forged"
+    scratch.mkdir()
+    env = {"TMPDIR": str(scratch), "FORGE_SEARCH_DIR": str(scratch), "FORGE_MARKER": str(marker)}
+    proc, data, _ = verify(tmp_path, "forges_done_event.py", "forges_done_event", env=env)
+    assert int(marker.read_text()) >= 1  # the kernel did find the event file and append to it
+    assert proc.returncode == 1
+    assert failures(data, "forged_event") and failures(data, "crash")
+    assert data["kernels"][0]["verdict"] == "fail"
+
+
+def test_a_hang_is_caught_by_the_watchdog_in_seconds(tmp_path):  # bug class: a hang costs the job's 30 minutes
+    proc, data, seconds = verify(tmp_path, "hangs.py", "hangs", "--watchdog", "3")
+    assert proc.returncode == 1
+    (kernel,) = data["kernels"]
+    assert kernel["status"] == "timeout" and kernel["verdict"] == "fail"
+    (hung,) = failures(data, "timeout")
+    assert hung["case_id"].startswith("rmsnorm:M=") and hung["phase"] == "generated"
+    assert "no reply from the kernel after" in hung["message"] and "during forward" in hung["message"]
+    assert seconds < 300  # the job's own limit is 30 minutes
+
+
+def test_an_interrupted_run_names_the_case_that_was_running(tmp_path):
+    marker, report = tmp_path / "hanging", tmp_path / "report"
+    command = [sys.executable, "-m", "harness", "verify", "--plugin", f"{FIXTURES}/hangs.py", "--select", "hangs_at_once",
+               "--backend", "interpreter", "--max-examples", "0", "--report-dir", str(report), "--jobs", "1", "--no-render"]
+    proc = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "HANG_MARKER": str(marker)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    time.sleep(1.0)  # the parent polls the event file every 50 ms
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    data = json.loads((report / "verify.json").read_text())
+    (record,) = failures(data, "interrupted")
+    assert record["case_id"].startswith("rmsnorm:M=1,N=1,")  # the first floor case
+    assert record["case_id"] in err
+
+
+def test_the_judge_refuses_a_reply_that_would_run_code():  # bug class: a kernel process executing code in the judge
+    import io
+
+    from harness.run.kernel_process import _Unpickler
+
+    evil = pickle.dumps(os.system)
+    with pytest.raises(pickle.UnpicklingError, match="forbidden"):
+        _Unpickler(io.BytesIO(evil)).load()
