@@ -1,12 +1,22 @@
 """Plain-torch float64 references. An oracle never imports a kernel."""
 
 from oracles.fused_linear_ce import fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference
+from oracles.layer_norm import (
+    layer_norm_backward,
+    layer_norm_backward_magnitudes,
+    layer_norm_forward_magnitudes,
+    layer_norm_reference,
+)
 from oracles.rmsnorm import rmsnorm_backward, rmsnorm_backward_magnitudes, rmsnorm_reference
 
 __all__ = [
     "fused_linear_ce_backward",
     "fused_linear_ce_magnitudes",
     "fused_linear_ce_reference",
+    "layer_norm_backward",
+    "layer_norm_backward_magnitudes",
+    "layer_norm_forward_magnitudes",
+    "layer_norm_reference",
     "rmsnorm_backward",
     "rmsnorm_backward_magnitudes",
     "rmsnorm_reference",
