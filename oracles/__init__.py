@@ -8,6 +8,7 @@ from oracles.layer_norm import (
     layer_norm_reference,
 )
 from oracles.rmsnorm import rmsnorm_backward, rmsnorm_backward_magnitudes, rmsnorm_reference
+from oracles.softmax import softmax_backward, softmax_backward_magnitudes, softmax_forward_magnitudes, softmax_reference
 
 __all__ = [
     "fused_linear_ce_backward",
@@ -20,4 +21,8 @@ __all__ = [
     "rmsnorm_backward",
     "rmsnorm_backward_magnitudes",
     "rmsnorm_reference",
+    "softmax_backward",
+    "softmax_backward_magnitudes",
+    "softmax_forward_magnitudes",
+    "softmax_reference",
 ]
