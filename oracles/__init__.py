@@ -9,6 +9,7 @@ from oracles.layer_norm import (
 )
 from oracles.rmsnorm import rmsnorm_backward, rmsnorm_backward_magnitudes, rmsnorm_reference
 from oracles.softmax import softmax_backward, softmax_backward_magnitudes, softmax_forward_magnitudes, softmax_reference
+from oracles.swiglu import swiglu_backward, swiglu_backward_magnitudes, swiglu_reference
 
 __all__ = [
     "fused_linear_ce_backward",
@@ -25,4 +26,7 @@ __all__ = [
     "softmax_backward_magnitudes",
     "softmax_forward_magnitudes",
     "softmax_reference",
+    "swiglu_backward",
+    "swiglu_backward_magnitudes",
+    "swiglu_reference",
 ]
