@@ -1,5 +1,6 @@
 """Plain-torch float64 references. An oracle never imports a kernel."""
 
+from oracles.cross_entropy import cross_entropy_backward, cross_entropy_magnitudes, cross_entropy_reference
 from oracles.fused_linear_ce import fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference
 from oracles.layer_norm import (
     layer_norm_backward,
@@ -12,6 +13,9 @@ from oracles.softmax import softmax_backward, softmax_backward_magnitudes, softm
 from oracles.swiglu import swiglu_backward, swiglu_backward_magnitudes, swiglu_reference
 
 __all__ = [
+    "cross_entropy_backward",
+    "cross_entropy_magnitudes",
+    "cross_entropy_reference",
     "fused_linear_ce_backward",
     "fused_linear_ce_magnitudes",
     "fused_linear_ce_reference",
