@@ -202,15 +202,37 @@ class DeclaredOp(OpSpec):
         tensors = [f64[p] for p in floats] + [upstream]
         base = evaluate(tensors)
         spreads = rounding.spread(evaluate, tensors, rounding.unit_roundoff(inputs.dtype), base)
-        terms = list(self.decl.terms(*f64, upstream)) if self.decl.terms is not None else [None] * len(base)
+        terms = self.terms(f64, upstream, base, inputs.grad_wrt)
         names = [self.oracle_forward_name(inputs), *self.grad_checks]
-        sizes = self.sizes(inputs)
-        n = max((sizes[d] for d in self.decl.reduces), default=1)
         expected = {}
-        for name, value, spread, term in zip(names, base, spreads, terms):
+        for name, value, spread, term, n in zip(names, base, spreads, terms, self.sum_lengths(inputs)):
             expected[name] = value
-            expected[f"{name}_magnitude"] = rounding.allowance(spread, value if term is None else term, n)
+            expected[f"{name}_magnitude"] = rounding.allowance(spread, term, n)
         return expected
+
+    def terms(self, f64: list[Any], upstream: torch.Tensor, base: list[torch.Tensor], grad_wrt) -> list[torch.Tensor]:
+        """Per check, the size of the terms its formula sums or cancels: the declaration's, else
+        |result| for the forward and, for a gradient, the larger of |result| and the gradient
+        for |upstream|: the upstream's signs are what make a gradient's sums cancel (the sum
+        over rows of a broadcast input such as a bias, db = sum dy), and |dy| removes them."""
+        declared = list(self.decl.terms(*f64, upstream)) if self.decl.terms is not None else [None] * len(base)
+        out = [base[0].abs() if declared[0] is None else declared[0]]
+        if any(t is None for t in declared[1:]):
+            unsigned = self.evaluate(list(f64), upstream.abs(), grad_wrt)[1:]
+        for k, t in enumerate(declared[1:]):
+            out.append(torch.maximum(base[k + 1].abs(), unsigned[k].abs()) if t is None else t)
+        return out
+
+    def sum_lengths(self, inputs: OpInputs) -> list[int]:
+        """Per check, the longest sum it involves: the declared ``reduces`` dims, and for a
+        gradient also the output dims its input lacks (broadcasting sums over them)."""
+        sizes = self.sizes(inputs)
+        declared = max((sizes[d] for d in self.decl.reduces), default=1)
+        out = [declared]
+        for inp in self.decl.differentiable:
+            missing = [sizes[d] for d in self.decl.output if d not in inp.shape]
+            out.append(max(declared, math.prod(missing)))
+        return out
 
     def oracle_forward_name(self, inputs: OpInputs) -> str:
         if self.ignorable is not None:

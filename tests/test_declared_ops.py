@@ -278,3 +278,11 @@ def test_failure_messages_count_roundings_for_table_tolerances_too():
     cmp = compare(torch.tensor([1.0, 2.5], dtype=torch.float16), expected, atol=3e-3, rtol=3e-3)
     assert not cmp.passed and "Error = 512 x the float16 rounding of the terms" in cmp.message
     assert cmp.rounding_units == pytest.approx(512)
+
+
+def test_an_overflow_to_inf_passes_only_where_the_allowed_error_reaches_the_dtype_max():
+    expected = torch.tensor([65088.0, 1.0], dtype=torch.float16)
+    actual = torch.tensor([float("inf"), 1.0], dtype=torch.float16)
+    assert compare(actual, expected, atol=0.0, rtol=0.0, magnitude=torch.tensor([1e3, 0.0]), terms_rtol=1.0).passed
+    assert not compare(actual, expected, atol=0.0, rtol=0.0, magnitude=torch.tensor([10.0, 0.0]), terms_rtol=1.0).passed
+    assert not compare(-actual, expected, atol=0.0, rtol=0.0, magnitude=torch.tensor([1e3, 0.0]), terms_rtol=1.0).passed

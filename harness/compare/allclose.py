@@ -2,7 +2,8 @@
 
 :func:`compare` never raises; reports and tests read the :class:`Comparison` it returns.
 Shape is checked before values; non-finite values must sit exactly where the expected
-tensor has them (NaN where NaN, +inf where +inf, -inf where -inf).
+tensor has them (NaN where NaN, +inf where +inf, -inf where -inf), except that an inf of the
+right sign passes where the allowed error reaches past the dtype's largest finite value.
 
 Allowed error per element: ``atol + rtol * |expected| + terms_rtol * magnitude``.
 ``magnitude`` is optional and comes from the oracle: the size of the terms a formula
@@ -97,6 +98,7 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
     if magnitude is not None:
         m = magnitude.detach().to(e.device, torch.float64).expand_as(e)
         allowed = allowed + terms_rtol * m.where(torch.isfinite(m), torch.zeros_like(m))
+    nonfinite_bad = nonfinite_bad & ~_may_overflow(actual.dtype, a, e, e_finite, allowed)
     bad = nonfinite_bad | (both & (diff > allowed))
     ratio = torch.where(both, diff / allowed, torch.zeros_like(diff))
     ratio = torch.where(nonfinite_bad, torch.full_like(ratio, math.inf), ratio)
@@ -134,6 +136,15 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
     return Comparison(
         passed, atol, rtol, max_abs, max_rel, err_ratio, mismatched, numel, worst, nonfinite_mismatched, message, units
     )
+
+
+def _may_overflow(dtype: torch.dtype, a, e, e_finite, allowed) -> torch.Tensor:
+    """Where the allowed error reaches past the dtype's largest finite value, a result that
+    rounded to +-inf (same sign as expected) is within it: rounding may overflow there."""
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return torch.zeros_like(e_finite)
+    big = float(torch.finfo(dtype).max)
+    return e_finite & torch.isinf(a) & (torch.sign(a) == torch.sign(e)) & (e.abs() + allowed >= big)
 
 
 def _terms_label(model: str) -> str:

@@ -90,7 +90,8 @@ class OpDecl:
     autograd through it unless ``backward(*args, upstream)`` returns them (one per
     differentiable input, in order). ``terms(*args, upstream)`` may return, per check
     (forward, then each gradient), the size of the terms its formula sums or cancels (None:
-    |result|), for the fp32-arithmetic part of the allowed error. The allowed error is the
+    |result| for the forward, the gradient for |upstream| for a gradient: properties.derive),
+    for the fp32-arithmetic part of the allowed error. The allowed error is the
     spread of the reference under the input dtype's rounding of its inputs, plus fp32 roundings
     of the terms, plus the output's rounding (harness.compare.rounding); say in ``doc`` (the
     op module's docstring) what that means for the op."""

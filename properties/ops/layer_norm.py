@@ -27,7 +27,7 @@ register_op(OpDecl(
     reference=layer_norm_reference,
     terms=lambda x, w, b, eps, dy: (
         layer_norm_forward_magnitudes(x, w, b, eps), *layer_norm_backward_magnitudes(x, w, b, eps, dy)),
-    reduces=("M", "N"),
+    reduces="N",
     value_kinds=values.ROW_KINDS + row_kinds.NORMALISATION,
     doc=__doc__,
 ))
