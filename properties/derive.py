@@ -111,10 +111,13 @@ class DeclaredOp(OpSpec):
         cases, i = [], 0
         for dtype in strategies.DTYPES:
             for shape in shapes:
-                scalars = {s.name: s.values[i % len(s.values)] for s in self.scalars}
-                ignored = ("none", "some")[i % 2]
-                layout = self.layouts[i % len(self.layouts)]
-                cases.append(self.case(shape, dtype, layout, kinds[i % len(kinds)], scalars, ignored, SEED_BASE + i))
+                # kinds cycle; each round of them shifts the layouts by one, so that every kind
+                # meets every layout (a plain i % 4 would pair 8 kinds with 4 layouts for good)
+                rnd, k = divmod(i, len(kinds))
+                layout = self.layouts[(rnd + k) % len(self.layouts)]
+                scalars = {s.name: s.values[(i // len(self.layouts)) % len(s.values)] for s in self.scalars}
+                ignored = ("none", "some")[(rnd + k // 2) % 2]
+                cases.append(self.case(shape, dtype, layout, kinds[k], scalars, ignored, SEED_BASE + i))
                 i += 1
             if self.ignorable is not None:  # every row ignored: torch's mean is NaN there
                 for shape in shapes[:2]:
