@@ -29,11 +29,11 @@ def _values(kind, n, v, dtype, g):
     if kind == "large":
         x = x * 3e3  # spreads of thousands: exp overflows without the max subtracted
     elif kind == "masked":
-        # rows of -1e9 (-6e4 in fp16, whose range ends at 65504), as masked scores, with
-        # about half of the other rows' entries masked too
+        # a row of -1e9 (-6e4 in fp16, whose range ends at 65504), as masked scores, with
+        # about half of the other rows' entries masked too; row 1 is never ignored (_inputs)
         low = -6e4 if dtype == torch.float16 else -1e9
         x[torch.rand(n, v, generator=g) < 0.5] = low
-        x[0] = low
+        x[min(1, n - 1)] = low
     elif kind == "ties":
         x = torch.randint(0, 3, (n, v), generator=g).to(torch.float64)
     return x
