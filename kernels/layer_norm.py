@@ -113,7 +113,7 @@ def _layer_norm_backward_dx(
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0).to(tl.float32)
         w = tl.load(W + cols.to(tl.int64) * stride_w, mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
-        xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+        xhat = (x - mean) * rstd  # padding lanes: xhat = -mean * rstd, but g = 0 there
         g = dy * w
         acc_gx += g * xhat
         acc_g += g
