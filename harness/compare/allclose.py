@@ -11,8 +11,9 @@ subtracts or sums (for RMSNorm's dx, |r*u| + |x*r^3*mean(u*x)|). Where those ter
 no fp32 kernel can be closer to the result than a few fp32 ulps *of the terms*, so
 ``terms_rtol`` (fp32-sized, see harness.compare.tolerances) is applied to them on top of the output
 dtype's own rounding allowance; without a magnitude the rule is torch.allclose's.
-With ``model="rounding"`` (declared ops, harness.compare.rounding) the magnitude is instead the
-spread of the float64 reference under the input dtype's rounding of its inputs.
+With ``model="rounding"`` (declared ops) the magnitude is instead the rounding allowance of
+harness.compare.rounding: the float64 reference's spread when its inputs are rounded to the
+input dtype, plus fp32 roundings of the terms.
 
 A failure also says how far the worst element is in units of the dtype's rounding of the terms
 involved (``rounding_units``): with ``model="rounding"`` that is |err| / allowed; otherwise
@@ -169,7 +170,8 @@ def _rounding_units(flat: int, diff, e, magnitude, err_ratio: float, model: str,
 def _units_line(units: float, model: str, dtype: torch.dtype) -> str:
     name = str(dtype).removeprefix("torch.")
     if model == "rounding":
-        what = f"the allowed rounding of the terms (the reference's spread when its inputs are rounded to {name})"
+        what = (f"the allowed rounding of the terms (the reference's spread when its inputs are rounded to {name}, "
+                "plus fp32 roundings of the terms and one ulp of the output)")
     else:
         what = f"the {name} rounding of the terms (unit roundoff x the term magnitude, or x |expected|)"
     if not math.isfinite(units):
