@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from harness.compare import compare
-from harness.tolerances import for_dtype
+from harness.compare.allclose import compare
+from harness.compare.tolerances import for_dtype
 from kernels import cross_entropy as k
 from oracles.cross_entropy import cross_entropy_backward, cross_entropy_magnitudes, cross_entropy_reference
 from properties.layouts import place

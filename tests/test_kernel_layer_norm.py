@@ -5,8 +5,8 @@ rejected before any launch."""
 import pytest
 import torch
 
-from harness.compare import compare
-from harness.tolerances import for_dtype
+from harness.compare.allclose import compare
+from harness.compare.tolerances import for_dtype
 from kernels import layer_norm as k
 from oracles.layer_norm import (
     layer_norm_backward,

@@ -5,8 +5,8 @@ rejected before any launch."""
 import pytest
 import torch
 
-from harness.compare import compare
-from harness.tolerances import for_dtype
+from harness.compare.allclose import compare
+from harness.compare.tolerances import for_dtype
 from kernels import softmax as k
 from oracles.softmax import softmax_backward, softmax_backward_magnitudes, softmax_forward_magnitudes, softmax_reference
 from properties.layouts import place

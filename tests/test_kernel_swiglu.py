@@ -5,8 +5,8 @@ left unchanged; out-of-contract inputs rejected before any launch."""
 import pytest
 import torch
 
-from harness.compare import compare
-from harness.tolerances import for_dtype
+from harness.compare.allclose import compare
+from harness.compare.tolerances import for_dtype
 from kernels import swiglu as k
 from oracles.swiglu import swiglu_backward, swiglu_backward_magnitudes, swiglu_reference
 from properties.layouts import place
