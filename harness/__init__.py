@@ -1,6 +1,7 @@
 """Correctness harness and differential tester for Triton kernels.
 
-Public plugin API: ``register_kernel``, ``register_mutant``, ``register_op``, ``Contract``.
+Public plugin API: ``register_kernel``, ``register_mutant``, ``Contract``, and to declare an op:
+``register_op``, ``OpDecl``, ``Tensor``, ``Index``, ``Scalar`` (see README, "Declaring an op").
 They are imported on first use, so ``python -m harness`` starts its launcher
 (harness/launcher.py) without importing torch.
 """
@@ -16,6 +17,10 @@ _API = {
     "PluginError": "harness.errors",
     "RegistryError": "harness.errors",
     "UsageError": "harness.errors",
+    "OpDecl": "harness.registry.declare",
+    "Tensor": "harness.registry.declare",
+    "Index": "harness.registry.declare",
+    "Scalar": "harness.registry.declare",
 }
 
 __all__ = sorted(_API)

@@ -21,7 +21,8 @@ def values(
 ) -> Comparison:
     """allclose of ``actual`` against the oracle rounded to the output dtype (as a kernel must round)."""
     expected = expected64.to(dtype) if expected64.dtype != dtype else expected64
-    return compare(actual, expected, atol=tol.atol, rtol=tol.rtol, magnitude=magnitude, terms_rtol=tol.terms_rtol)
+    return compare(actual, expected, atol=tol.atol, rtol=tol.rtol, magnitude=magnitude, terms_rtol=tol.terms_rtol,
+                   model=getattr(tol, "model", "table"), in_dtype=dtype)
 
 
 class Snapshot:

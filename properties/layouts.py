@@ -10,6 +10,10 @@ missing offset) reads NaN, and one that writes outside it changes bytes the
 - col_sliced:  2-D: columns 3 .. 3+N of a wider [M, N+7] tensor (row stride N+7).
                1-D: a slice starting at element 3 of a longer tensor.
 - offset:      contiguous, but starting 5 elements into a larger storage.
+- permuted:    3-D and more: the dimensions of a contiguous tensor in reverse order, viewed back
+               (every stride differs from the contiguous one); 1-D and 2-D: as transposed.
+               Only declared ops with a 3-D or larger input draw it (PERMUTED_LAYOUTS).
+3-D and larger tensors are transposed in their last two dimensions and column-sliced in the last.
 """
 
 from __future__ import annotations
@@ -18,17 +22,21 @@ import torch
 
 from properties.strategies import LAYOUTS
 
+PERMUTED_LAYOUTS = LAYOUTS + ("permuted",)
+
 
 def place(values: torch.Tensor, layout: str, device: str) -> torch.Tensor:
     """Return a tensor equal to ``values`` (same dtype) with the requested layout on ``device``."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose from {LAYOUTS}")
+    if layout not in PERMUTED_LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose from {PERMUTED_LAYOUTS}")
     v = values.to(device)
-    if layout == "contiguous":
+    if layout == "contiguous" or v.dim() == 0:
         return v.clone()
-    if v.dim() not in (1, 2):
-        raise ValueError(f"layouts are defined for 1-D and 2-D tensors, got {v.dim()}-D")
     nan = float("nan") if v.is_floating_point() else -1
+    if v.dim() > 2:
+        return _place_nd(v, layout, nan)
+    if layout == "permuted":
+        layout = "transposed"
     if layout == "offset":
         flat = torch.full((v.numel() + 5 + 3,), nan, dtype=v.dtype, device=device)
         view = flat[5 : 5 + v.numel()].view(v.shape)
@@ -44,5 +52,23 @@ def place(values: torch.Tensor, layout: str, device: str) -> torch.Tensor:
     else:
         base = torch.full((v.shape[0] + 7,), nan, dtype=v.dtype, device=device)
         view = base[3 : 3 + v.shape[0]]
+    view.copy_(v)
+    return view
+
+
+def _place_nd(v: torch.Tensor, layout: str, nan: float) -> torch.Tensor:
+    if layout == "offset":
+        flat = torch.full((v.numel() + 5 + 3,), nan, dtype=v.dtype, device=v.device)
+        view = flat[5 : 5 + v.numel()].view(v.shape)
+    elif layout == "transposed":
+        base = torch.full((*v.shape[:-2], v.shape[-1], v.shape[-2]), nan, dtype=v.dtype, device=v.device)
+        view = base.transpose(-1, -2)
+    elif layout == "col_sliced":
+        base = torch.full((*v.shape[:-1], v.shape[-1] + 7), nan, dtype=v.dtype, device=v.device)
+        view = base[..., 3 : 3 + v.shape[-1]]
+    else:  # permuted
+        order = tuple(range(v.dim() - 1, -1, -1))
+        base = torch.full(tuple(v.shape[d] for d in order), nan, dtype=v.dtype, device=v.device)
+        view = base.permute(order)
     view.copy_(v)
     return view

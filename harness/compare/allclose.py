@@ -2,7 +2,8 @@
 
 :func:`compare` never raises; reports and tests read the :class:`Comparison` it returns.
 Shape is checked before values; non-finite values must sit exactly where the expected
-tensor has them (NaN where NaN, +inf where +inf, -inf where -inf).
+tensor has them (NaN where NaN, +inf where +inf, -inf where -inf), except that an inf of the
+right sign passes where the allowed error reaches past the dtype's largest finite value.
 
 Allowed error per element: ``atol + rtol * |expected| + terms_rtol * magnitude``.
 ``magnitude`` is optional and comes from the oracle: the size of the terms a formula
@@ -10,6 +11,15 @@ subtracts or sums (for RMSNorm's dx, |r*u| + |x*r^3*mean(u*x)|). Where those ter
 no fp32 kernel can be closer to the result than a few fp32 ulps *of the terms*, so
 ``terms_rtol`` (fp32-sized, see harness.compare.tolerances) is applied to them on top of the output
 dtype's own rounding allowance; without a magnitude the rule is torch.allclose's.
+With ``model="rounding"`` (declared ops) the magnitude is instead the rounding allowance of
+harness.compare.rounding: the float64 reference's spread when its inputs are rounded to the
+input dtype, plus fp32 roundings of the terms.
+
+A failure also says how far the worst element is in units of the dtype's rounding of the terms
+involved (``rounding_units``): with ``model="rounding"`` that is |err| / allowed; otherwise
+|err| / (u * terms), u the dtype's unit roundoff and terms the magnitude (or |expected|). A few
+units is a precision choice (an fp16 intermediate, another summation order); hundreds or more
+is a logic error.
 """
 
 from __future__ import annotations
@@ -18,6 +28,8 @@ import dataclasses
 import math
 
 import torch
+
+from harness.compare.rounding import UNIT_ROUNDOFF
 
 
 @dataclasses.dataclass
@@ -33,6 +45,7 @@ class Comparison:
     worst_index: list[int] | None = None
     nonfinite_mismatched: int = 0
     message: str = ""
+    rounding_units: float | None = None  # worst error in units of the dtype's rounding of the terms
 
 
 def _fmt(v: float) -> str:
@@ -47,15 +60,20 @@ def compare(
     rtol: float,
     magnitude: torch.Tensor | None = None,
     terms_rtol: float = 0.0,
+    model: str = "table",
+    in_dtype: torch.dtype | None = None,
 ) -> Comparison:
-    """allclose with diagnostics. ``expected`` should already be rounded to the output dtype."""
+    """allclose with diagnostics. ``expected`` should already be rounded to the output dtype;
+    ``in_dtype`` (default: expected's) is the dtype whose rounding the failure message counts in."""
     try:
-        return _compare(actual, expected, atol=atol, rtol=rtol, magnitude=magnitude, terms_rtol=terms_rtol)
+        return _compare(actual, expected, atol=atol, rtol=rtol, magnitude=magnitude, terms_rtol=terms_rtol,
+                        model=model, in_dtype=in_dtype or expected.dtype)
     except Exception as exc:  # a record, never an exception: a broken output is a failed check
         return Comparison(False, atol, rtol, message=f"comparison failed: {type(exc).__name__}: {exc}")
 
 
-def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rtol: float) -> Comparison:
+def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rtol: float, model: str,
+             in_dtype: torch.dtype) -> Comparison:
     if not isinstance(actual, torch.Tensor):
         return Comparison(False, atol, rtol, message=f"expected a tensor, got {type(actual).__name__}")
     if tuple(actual.shape) != tuple(expected.shape):
@@ -81,6 +99,7 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
     if magnitude is not None:
         m = magnitude.detach().to(e.device, torch.float64).expand_as(e)
         allowed = allowed + terms_rtol * m.where(torch.isfinite(m), torch.zeros_like(m))
+    nonfinite_bad = nonfinite_bad & ~_may_overflow(actual.dtype, a, e, e_finite, allowed)
     bad = nonfinite_bad | (both & (diff > allowed))
     ratio = torch.where(both, diff / allowed, torch.zeros_like(diff))
     ratio = torch.where(nonfinite_bad, torch.full_like(ratio, math.inf), ratio)
@@ -96,25 +115,69 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
     max_rel = float(rel.max().item())
     err_ratio = float(ratio.max().item())
     passed = mismatched == 0
+    units = None if passed else _rounding_units(flat, diff, e, magnitude, err_ratio, model, in_dtype)
 
     if passed:
         message = f"max abs {_fmt(max_abs)}, max rel {_fmt(max_rel)}, {_fmt(err_ratio)} of the allowed error"
     else:
         at = tuple(worst)
         lines = [f"Mismatched elements: {mismatched} / {numel} ({100.0 * mismatched / numel:.1f}%)"]
+        if units is not None:
+            lines.append(_units_line(units, model, in_dtype))
         if nonfinite_mismatched:
             lines.append(f"Non-finite mismatches: {nonfinite_mismatched} (NaN/Inf where the oracle has none, or the reverse)")
         lines.append(
             f"Worst element at index {at}: got {a.reshape(-1)[flat].item():.6g}, expected {e.reshape(-1)[flat].item():.6g} "
             f"(allowed {allowed.reshape(-1)[flat].item():.3g} = {atol:g} + {rtol:g} * |expected|"
-            f"{f' + {terms_rtol:g} * term magnitude' if magnitude is not None else ''})"
+            f"{f' + {terms_rtol:g} * {_terms_label(model)}' if magnitude is not None else ''})"
         )
         lines.append(f"Greatest absolute difference: {_fmt(max_abs)} (up to {atol:g} allowed)")
         lines.append(f"Greatest relative difference: {_fmt(max_rel)} (up to {rtol:g} allowed)")
         message = "\n".join(lines)
     return Comparison(
-        passed, atol, rtol, max_abs, max_rel, err_ratio, mismatched, numel, worst, nonfinite_mismatched, message
+        passed, atol, rtol, max_abs, max_rel, err_ratio, mismatched, numel, worst, nonfinite_mismatched, message, units
     )
+
+
+def _may_overflow(dtype: torch.dtype, a, e, e_finite, allowed) -> torch.Tensor:
+    """Where the allowed error reaches past the dtype's largest finite value, a result that
+    rounded to +-inf (same sign as expected) is within it: rounding may overflow there."""
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return torch.zeros_like(e_finite)
+    big = float(torch.finfo(dtype).max)
+    return e_finite & torch.isinf(a) & (torch.sign(a) == torch.sign(e)) & (e.abs() + allowed >= big)
+
+
+def _terms_label(model: str) -> str:
+    return "rounding allowance" if model == "rounding" else "term magnitude"
+
+
+def _rounding_units(flat: int, diff, e, magnitude, err_ratio: float, model: str, dtype: torch.dtype) -> float | None:
+    """The worst element's error in units of the dtype's rounding of its terms (None: non-finite)."""
+    if not math.isfinite(err_ratio):
+        return None
+    if model == "rounding":
+        return err_ratio
+    u = UNIT_ROUNDOFF.get(dtype, 2.0**-24)
+    terms = e.abs().reshape(-1)[flat]
+    if magnitude is not None:
+        terms = torch.maximum(terms, magnitude.detach().to(e.device, torch.float64).expand_as(e).reshape(-1)[flat])
+    scale = u * float(terms)
+    err = float(diff.reshape(-1)[flat])
+    return err / scale if scale > 0 else math.inf
+
+
+def _units_line(units: float, model: str, dtype: torch.dtype) -> str:
+    name = str(dtype).removeprefix("torch.")
+    if model == "rounding":
+        what = (f"the allowed rounding of the terms (the reference's spread when its inputs are rounded to {name}, "
+                "plus fp32 roundings of the terms and one ulp of the output)")
+    else:
+        what = f"the {name} rounding of the terms (unit roundoff x the term magnitude, or x |expected|)"
+    if not math.isfinite(units):
+        return f"Error = {units} x {what}: the terms are 0 there, so any error is a logic error"
+    verdict = "a precision choice at most" if units <= 8 else "more than rounding explains: a logic error or a precision bug"
+    return f"Error = {units:.3g} x {what}: {verdict}"
 
 
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> tuple[bool, int]:

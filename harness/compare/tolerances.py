@@ -35,6 +35,10 @@ class Tolerance:
     # relative error allowed against the oracle's term magnitude (harness.compare.allclose): the kernels
     # compute in fp32 whatever their input dtype, so it is fp32's, not the output dtype's
     terms_rtol: float = 1e-5
+    # "table": atol/rtol from TABLE, the magnitude is the size of the terms; "rounding": the
+    # magnitude is the spread of the reference under the input dtype's rounding
+    # (harness.compare.rounding), allowed as is, so |err| / allowed reads in units of that rounding
+    model: str = "table"
 
 
 TABLE: dict[torch.dtype, Tolerance] = {

@@ -110,8 +110,8 @@ class Registry:
         name = getattr(spec, "name", None)
         if not isinstance(name, str) or not name:
             raise RegistryError(f"an op spec needs a non-empty string 'name', got {name!r}")
-        if name in self.ops and type(self.ops[name]) is not type(spec):
-            raise RegistryError(f"op {name!r} is registered twice: {_where(type(self.ops[name]))} and {_where(type(spec))}")
+        if name in self.ops and _identity(self.ops[name]) != _identity(spec):
+            raise RegistryError(f"op {name!r} is registered twice: {_origin(self.ops[name])} and {_origin(spec)}")
         self.ops[name] = spec
         return spec
 
@@ -189,6 +189,15 @@ def _where(obj: Any) -> str:
         return repr(obj)
 
 
+def _identity(spec: Any) -> Any:
+    """What makes two registrations the same op: the class, or where a declaration was made."""
+    return getattr(spec, "declared_at", None) or type(spec)
+
+
+def _origin(spec: Any) -> str:
+    return getattr(spec, "declared_at", None) or _where(type(spec))
+
+
 def _decorator(op: str, name: str | None, contract: Contract | None, kind: str, origin: str | None, description: str, meta: dict | None):
     if not isinstance(op, str):
         raise RegistryError(f"the first argument is the op name (a string), got {op!r}")
@@ -238,10 +247,22 @@ def register_mutant(
     return _decorator(op, name, contract, "mutant", origin, description, meta)
 
 
-def register_op(spec_cls: type) -> type:
-    """Class decorator for an op spec (see harness.registry.opspec.OpSpec); instantiates and records it."""
-    REGISTRY.add_op(spec_cls())
-    return spec_cls
+def register_op(spec: Any) -> Any:
+    """Record an op: a class decorator for an OpSpec subclass (harness.registry.opspec), which it
+    instantiates, or a call on a declaration, ``register_op(OpDecl(...))`` (harness.registry.declare),
+    from which properties.derive builds the spec. Returns its argument."""
+    from harness.registry.declare import OpDecl
+
+    if isinstance(spec, OpDecl):
+        from properties.derive import DeclaredOp
+
+        caller = inspect.currentframe().f_back
+        REGISTRY.add_op(DeclaredOp(spec, declared_at=f"{caller.f_code.co_filename}:{caller.f_lineno}"))
+        return spec
+    if not isinstance(spec, type):
+        raise RegistryError(f"register_op takes an OpSpec subclass or an OpDecl, got {type(spec).__name__}")
+    REGISTRY.add_op(spec())
+    return spec
 
 
 _BUILTINS_LOADED = False

@@ -1,0 +1,106 @@
+"""Allowed error from a backward-error estimate: how much rounding the inputs moves the reference.
+
+A finite-precision kernel computes, at best, the exact result for inputs that differ from the
+given ones by a rounding of the input dtype (backward stability), with its own arithmetic (fp32,
+whatever the input dtype) adding roundings of the terms it sums or cancels, plus a rounding of
+its output. So for each element the allowed error is
+
+    SAFETY * max over COPIES of |ref(x * (1 + u * delta)) - ref(x)|      delta uniform in [-1, 1],
+                                                                          fresh per element and copy
+  + (COMPUTE_ULPS + 2 sqrt(n)) * u32 * terms                             fp32 arithmetic on the terms
+  + eps_out * |ref|                                                       the output's rounding
+  + the smallest normal fp32 number                                       results that small may
+                                                                          flush to zero
+
+with u the unit roundoff of the input dtype (2^-11 fp16, 2^-8 bf16, 2^-24 fp32), u32 = 2^-24,
+and eps_out the output dtype's machine epsilon (the oracle and a kernel round to neighbouring
+values, one ulp apart at most). ``terms`` is the size of the intermediate terms a formula sums
+or cancels (an op's declaration may give it, e.g. 1 and p_t for p_t - 1 in a cross-entropy
+gradient, where p_t ~ 1 rounds in fp32 but perturbing the logits barely moves the result);
+without it, |ref|. n is the length of the longest sum the op computes (1 for an elementwise
+op): a sum of n terms in fp32 is typically off by sqrt(n) roundings of its terms (random-walk
+accumulation; measured: torch's fp32 softmax over 2638 ties is off by 33 ulps), twice that
+for safety; COMPUTE_ULPS covers the few roundings of the other steps. The first term grows
+with the op's conditioning: where the result is sensitive to its inputs (a row with a large
+offset, large logits), the spread grows with it, and where it is not, the allowance stays at
+a few ulps.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import torch
+
+COPIES = 4
+SAFETY = 2.0
+COMPUTE_ULPS = 8.0
+U32 = 2.0**-24
+
+UNIT_ROUNDOFF = {
+    torch.float16: 2.0**-11,
+    torch.bfloat16: 2.0**-8,
+    torch.float32: 2.0**-24,
+    torch.float64: 2.0**-53,
+}
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    try:
+        return UNIT_ROUNDOFF[dtype]
+    except KeyError:
+        raise KeyError(f"no unit roundoff for dtype {dtype}; add it to harness/compare/rounding.py") from None
+
+
+def output_rtol(dtype: torch.dtype) -> float:
+    """eps of the output dtype: one ulp at most between two roundings of the same value."""
+    return 2.0 * unit_roundoff(dtype)
+
+
+def output_atol(dtype: torch.dtype) -> float:
+    """Below fp32's normal range a kernel may flush to zero; fp16's own subnormal spacing is coarser."""
+    if dtype == torch.float64:
+        return torch.finfo(torch.float64).tiny
+    return max(torch.finfo(torch.float32).tiny, float(torch.finfo(dtype).smallest_normal) * 2.0 * unit_roundoff(dtype))
+
+
+def allowance(spread: torch.Tensor, terms: torch.Tensor, n: int = 1, compute_dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The first two terms of the module docstring's bound (the rest is an atol and an rtol)."""
+    ulps = COMPUTE_ULPS + 2.0 * math.sqrt(max(n, 1))
+    terms = terms.detach().to(spread.device, torch.float64).abs()
+    return SAFETY * spread + ulps * unit_roundoff(compute_dtype) * torch.where(torch.isfinite(terms), terms, 0.0)
+
+
+def perturb(t: torch.Tensor, u: float, gen: torch.Generator) -> torch.Tensor:
+    """``t * (1 + u * delta)``, delta uniform in [-1, 1] per element (float64, on t's device)."""
+    delta = torch.rand(t.shape, generator=gen, dtype=torch.float64) * 2.0 - 1.0
+    return t * (1.0 + u * delta.to(t.device))
+
+
+def spread(
+    evaluate: Callable[[Sequence[torch.Tensor]], Sequence[torch.Tensor]],
+    tensors: Sequence[torch.Tensor],
+    u: float,
+    base: Sequence[torch.Tensor],
+    *,
+    copies: int = COPIES,
+    seed: int = 0,
+) -> list[torch.Tensor]:
+    """Elementwise max over ``copies`` of |evaluate(perturbed tensors) - base|, one per output.
+
+    ``tensors`` are the float64 values to perturb (inputs and upstream gradient alike); the
+    generator is seeded so that the same inputs always get the same allowance. Non-finite
+    differences count as 0: where ``base`` is not finite the comparison demands the same
+    non-finite value, and a perturbation that overflows float64 says nothing a kernel may
+    use (an infinite allowance would let anything pass there).
+    """
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    worst = [torch.zeros_like(b, dtype=torch.float64) for b in base]
+    for _ in range(copies):
+        outs = evaluate([perturb(t, u, gen) for t in tensors])
+        for k, (out, b) in enumerate(zip(outs, base)):
+            d = (out.detach().to(torch.float64) - b.detach().to(torch.float64)).abs()
+            d = torch.where(torch.isfinite(d), d, 0.0)
+            worst[k] = torch.maximum(worst[k], d)
+    return worst

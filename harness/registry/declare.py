@@ -1,0 +1,144 @@
+"""Declaring an op in one short file: its inputs, its float64 reference, its value kinds.
+
+An :class:`OpDecl` says *what* the op is; properties.derive turns it into a full op spec (floor
+cases, hypothesis strategy, layouts, inputs, gradients, tolerances, case ids). Example::
+
+    register_op(OpDecl(
+        name="softmax",
+        signature="f(x[M, N]) -> y[M, N]",
+        inputs=(Tensor("x", "M, N"),),
+        output="M, N",
+        reference=lambda x: torch.softmax(x, dim=-1),
+        value_kinds=("normal", "large_logits", "masked_rows", "ties"),
+    ))
+
+Input roles:
+- :class:`Tensor`: a float tensor in the case's dtype. ``values="kind"`` follows the case's
+  value kind (properties.row_kinds); ``"gain"`` is a weight around 1 with random signs and
+  sizes (never all ones); ``"normal"`` is N(0, 1) (e.g. a bias).
+- :class:`Index`: an int64 tensor of class ids in ``[0, high)``, ``high`` a symbolic dim. With
+  ``ignore`` naming a :class:`Scalar`, rows may carry that value instead (none, some or all
+  rows ignored: the case parameter ``ignored``); the forward check of an all-ignored case is
+  recorded as ``all_ignored``.
+- :class:`Scalar`: a plain Python parameter; ``values`` are the ones cases draw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from harness.errors import RegistryError
+
+VALUE_SOURCES = ("kind", "gain", "normal")
+
+
+def _dims(shape: str | tuple[str, ...]) -> tuple[str, ...]:
+    """``"M, N"`` or ``("M", "N")`` -> ``("M", "N")``; ``""`` or ``()`` is a scalar."""
+    dims = tuple(d.strip() for d in shape.split(",") if d.strip()) if isinstance(shape, str) else tuple(shape)
+    for d in dims:
+        if not (isinstance(d, str) and d.isidentifier()):
+            raise RegistryError(f"symbolic dimension {d!r} must be a name such as M or N")
+    return dims
+
+
+@dataclasses.dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: str | tuple[str, ...]
+    values: str = "kind"
+    differentiable: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", _dims(self.shape))
+        if self.values not in VALUE_SOURCES:
+            raise RegistryError(f"Tensor {self.name!r}: values={self.values!r}; choose from {VALUE_SOURCES}")
+        if not self.shape:
+            raise RegistryError(f"Tensor {self.name!r} needs at least one dimension (a scalar is a Scalar input)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Index:
+    name: str
+    shape: str | tuple[str, ...]
+    high: str
+    ignore: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", _dims(self.shape))
+        if not self.high.isidentifier():
+            raise RegistryError(f"Index {self.name!r}: high={self.high!r} must name a symbolic dimension")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scalar:
+    name: str
+    values: tuple[int | float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.values or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in self.values):
+            raise RegistryError(f"Scalar {self.name!r}: values must be a non-empty tuple of ints or floats")
+
+
+Input = Tensor | Index | Scalar
+
+
+@dataclasses.dataclass(frozen=True)
+class OpDecl:
+    """One op. ``reference(*args)`` takes float64 tensors (index tensors as int64, scalars as
+    given) in the declared order and returns the float64 output; gradients come from float64
+    autograd through it unless ``backward(*args, upstream)`` returns them (one per
+    differentiable input, in order). ``terms(*args, upstream)`` may return, per check
+    (forward, then each gradient), the size of the terms its formula sums or cancels (None:
+    |result| for the forward, the gradient for |upstream| for a gradient: properties.derive),
+    for the fp32-arithmetic part of the allowed error. The allowed error is the
+    spread of the reference under the input dtype's rounding of its inputs, plus fp32 roundings
+    of the terms, plus the output's rounding (harness.compare.rounding); say in ``doc`` (the
+    op module's docstring) what that means for the op."""
+
+    name: str
+    signature: str
+    inputs: tuple[Input, ...]
+    output: str | tuple[str, ...]
+    reference: Callable[..., Any]
+    value_kinds: tuple[str, ...]
+    forward_check: str = "forward"
+    backward: Callable[..., tuple[Any, ...]] | None = None
+    terms: Callable[..., tuple[Any, ...]] | None = None
+    reduces: str | tuple[str, ...] = ()  # dims the op sums over (the longest sets the fp32 allowance)
+    doc: str = ""
+    # optional overrides: sizes the floor and the strategy favour for a dim, its largest value
+    special_sizes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    max_size: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "output", _dims(self.output))
+        object.__setattr__(self, "reduces", _dims(self.reduces))
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        if not (isinstance(self.name, str) and self.name.isidentifier()):
+            raise RegistryError(f"OpDecl name must be an identifier, got {self.name!r}")
+        names = [i.name for i in self.inputs]
+        if len(set(names)) != len(names):
+            raise RegistryError(f"op {self.name!r}: input names repeat: {names}")
+        if not any(isinstance(i, Tensor) for i in self.inputs):
+            raise RegistryError(f"op {self.name!r} needs at least one float Tensor input")
+        if not callable(self.reference):
+            raise RegistryError(f"op {self.name!r}: reference must be callable")
+        scalars = {i.name for i in self.inputs if isinstance(i, Scalar)}
+        for i in self.inputs:
+            if isinstance(i, Index) and i.ignore is not None and i.ignore not in scalars:
+                raise RegistryError(f"op {self.name!r}: Index {i.name!r} ignores {i.ignore!r}, which is no Scalar input")
+        dims = {d for i in self.inputs if not isinstance(i, Scalar) for d in i.shape}
+        missing = [d for d in self.output + self.reduces if d not in dims] + [
+            i.high for i in self.inputs if isinstance(i, Index) and i.high not in dims
+        ]
+        if missing:
+            raise RegistryError(f"op {self.name!r}: dimension(s) {missing} appear in no input's shape")
+
+    @property
+    def grad_checks(self) -> tuple[str, ...]:
+        return tuple(f"d{i.name}" for i in self.differentiable)
+
+    @property
+    def differentiable(self) -> tuple[Tensor, ...]:
+        return tuple(i for i in self.inputs if isinstance(i, Tensor) and i.differentiable)

@@ -1,0 +1,172 @@
+"""SwiGLU gate in Triton, forward and backward.
+
+    s = sigmoid(a) = 1 / (1 + exp(-a))
+    y = silu(a) * b = a * s * b                  elementwise
+
+Backward (derivation: d silu(a) / d a = s + a * s * (1 - s)):
+
+    da = dy * b * s * (1 + a * (1 - s))
+    db = dy * a * s
+
+For large |a| the formula stays finite: exp(-a) overflows to inf at a < -88, giving s = 0,
+and underflows to 0 at a > 88, giving s = 1, which are the limits of the exact values.
+
+Layout of the work: a 2-D grid of [ROWS, BLOCK_N] tiles (rows on the first axis, which has
+no 65535 limit on a GPU), so any M and N work; every load is upcast to fp32 before any
+arithmetic (this is also what keeps bf16 right in the Triton interpreter). Row offsets are
+int64 (row * stride can pass 2^31 on large tensors).
+
+Contract (checked before anything is allocated or launched): a [M, N] and b [M, N] of one
+dtype among fp32/fp16/bf16, on one device, any strides. y, da and db are contiguous and
+have a's dtype. An empty a gives an empty y.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+from torch.autograd.function import once_differentiable
+
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+MAX_BLOCK = 1024
+TILE = 4096  # elements per program
+CALLS = {"forward": 0, "backward": 0}
+
+
+@triton.jit
+def _swiglu_forward(
+    A,  # [M, N] gate, strides (stride_am, stride_an)
+    B,  # [M, N] value, strides (stride_bm, stride_bn)
+    Y,  # [M, N] output, contiguous
+    M,
+    N,
+    stride_am,
+    stride_an,
+    stride_bm,
+    stride_bn,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = (tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    a = tl.load(A + rows[:, None] * stride_am + cols[None, :] * stride_an, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(B + rows[:, None] * stride_bm + cols[None, :] * stride_bn, mask=mask, other=0.0).to(tl.float32)
+    s = 1.0 / (1.0 + tl.exp(-a))
+    y = a * s * b
+    tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _swiglu_backward(
+    A,  # [M, N] gate, strides (stride_am, stride_an)
+    B,  # [M, N] value, strides (stride_bm, stride_bn)
+    DY,  # [M, N] upstream gradient, strides (stride_dym, stride_dyn)
+    DA,  # [M, N] output, contiguous
+    DB,  # [M, N] output, contiguous
+    M,
+    N,
+    stride_am,
+    stride_an,
+    stride_bm,
+    stride_bn,
+    stride_dym,
+    stride_dyn,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = (tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    a = tl.load(A + rows[:, None] * stride_am + cols[None, :] * stride_an, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(B + rows[:, None] * stride_bm + cols[None, :] * stride_bn, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(DY + rows[:, None] * stride_dym + cols[None, :] * stride_dyn, mask=mask, other=0.0).to(tl.float32)
+    s = 1.0 / (1.0 + tl.exp(-a))
+    da = dy * b * s * (1.0 + a * (1.0 - s))
+    db = dy * a * s
+    out = rows[:, None] * N + cols[None, :]
+    tl.store(DA + out, da.to(DA.dtype.element_ty), mask=mask)
+    tl.store(DB + out, db.to(DB.dtype.element_ty), mask=mask)
+
+
+def _tile(n: int) -> tuple[int, int]:
+    """(ROWS, BLOCK_N): TILE elements per program, whole rows when N is small."""
+    block_n = min(triton.next_power_of_2(n), MAX_BLOCK)
+    return max(1, TILE // block_n), block_n
+
+
+def check_contract(a: torch.Tensor, b: torch.Tensor) -> None:
+    """Raise before anything is allocated or launched if the inputs are outside the contract."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+    if a.dim() != 2:
+        raise ValueError(f"a must be 2-D [M, N], got shape {tuple(a.shape)}; reshape it to (-1, N) first")
+    if b.shape != a.shape:
+        raise ValueError(f"b must have a's shape {tuple(a.shape)}, got {tuple(b.shape)}")
+    if a.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"a has dtype {a.dtype}; this kernel supports float32, float16 and bfloat16: cast a first")
+    if b.dtype != a.dtype:
+        raise TypeError(f"b has dtype {b.dtype} but a has {a.dtype}; cast b to {a.dtype}")
+    if b.device != a.device:
+        raise ValueError(f"a is on {a.device} but b on {b.device}; move both to one device")
+    interpreting = os.environ.get("TRITON_INTERPRET") == "1"
+    if a.device.type != "cuda" and not (interpreting and a.device.type == "cpu"):
+        raise ValueError(f"a is on {a.device}: run on a CUDA device, or on the CPU with TRITON_INTERPRET=1")
+
+
+def _grid(m: int, n: int) -> tuple[tuple[int, int], int, int]:
+    rows, block_n = _tile(n)
+    return (triton.cdiv(m, rows), triton.cdiv(n, block_n)), rows, block_n
+
+
+def _forward(a, b):
+    m, n = a.shape
+    y = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    if m and n:
+        grid, rows, block_n = _grid(m, n)
+        _swiglu_forward[grid](
+            a, b, y, m, n, a.stride(0), a.stride(1), b.stride(0), b.stride(1), ROWS=rows, BLOCK_N=block_n
+        )
+    return y
+
+
+def _backward(a, b, dy):
+    m, n = a.shape
+    if tuple(dy.shape) != (m, n) or dy.device != a.device:
+        raise ValueError(f"dy must have shape {(m, n)} on {a.device}, got {tuple(dy.shape)} on {dy.device}")
+    da = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    db = torch.empty((m, n), dtype=b.dtype, device=a.device)
+    if m and n:
+        grid, rows, block_n = _grid(m, n)
+        _swiglu_backward[grid](
+            a, b, dy, da, db, m, n,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), dy.stride(0), dy.stride(1),
+            ROWS=rows, BLOCK_N=block_n,
+        )
+    return da, db
+
+
+class SwiGLUFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        CALLS["forward"] += 1
+        return _forward(a, b)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        a, b = ctx.saved_tensors
+        da, db = _backward(a, b, dy)
+        CALLS["backward"] += 1
+        return da, db
+
+
+def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """y = silu(a) * b = a * sigmoid(a) * b elementwise, for 2-D a and b of one shape."""
+    check_contract(a, b)
+    return SwiGLUFunction.apply(a, b)

@@ -1,0 +1,292 @@
+"""An op spec derived from a declaration (harness.registry.declare.OpDecl): everything but the math.
+
+From the declared inputs the engine derives, identically for every declared op:
+- floor cases: each symbolic dim in turn at 1, primes, powers of two and their neighbours,
+  beyond 4096 (8191 in the interpreter, 16385 on a GPU), the other dims at 7; the largest
+  input kept within the backend's element budget, the dims that count programs (all but the
+  innermost of each input) within the backend's row limit. Crossed with every dtype; layouts,
+  value kinds and scalar values taken in turn;
+- a hypothesis strategy drawing the same parameters from the same ranges;
+- inputs: the case's value kind for ``Tensor(values="kind")``, each float input placed with
+  the case's layout (properties.layouts: every tensor input, index tensors too);
+- the oracle: the float64 reference, gradients by float64 autograd through it (or the
+  declaration's explicit backward), and per element the spread of both under the input
+  dtype's rounding of the inputs and the upstream gradient (harness.compare.rounding), which
+  the tolerance allows;
+- case ids ``op:M=..,N=..,dtype=..,layout=..,values=..,<scalars>,[ignored=..,]seed=..``.
+Any method can be overridden in a subclass (``class MyOp(DeclaredOp)``) like any OpSpec's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from hypothesis import strategies as st
+
+from harness.cases.case import Case
+from harness.compare import rounding
+from harness.compare.tolerances import Tolerance
+from harness.registry.declare import Index, OpDecl, Scalar, Tensor
+from harness.registry.opspec import Meta, OpInputs, OpSpec
+from properties import layouts, row_kinds, strategies, values
+
+ALL_IGNORED = "all_ignored"
+IGNORED = ("none", "some", "all")
+# elements of the largest input; programs (rows) of a row-wise kernel: the interpreter runs
+# programs one after another at about 0.8 ms each
+BUDGET = {"interpreter": 1 << 15, "cuda": 1 << 22}
+MAX_ROWS = {"interpreter": 320, "cuda": 1 << 16}
+MAX_INNER = {"interpreter": 8192, "cuda": 1 << 17}
+FLOOR_SIZES = (1, 2, 17, 31, 63, 64, 65, 127, 255, 256, 257, 1023, 1025, 4093, 4097, 8191)
+FLOOR_SIZES_GPU = (16385,)
+COMPANION = 7  # the other dims of a floor shape: small, prime, more than one row
+SEED_BASE = 3000
+
+
+class DeclaredOp(OpSpec):
+    """The OpSpec of one OpDecl."""
+
+    def __init__(self, decl: OpDecl, declared_at: str = "") -> None:
+        self.decl = decl
+        self.declared_at = declared_at
+        self.name = decl.name
+        self.signature = decl.signature
+        self.forward_check = decl.forward_check
+        self.grad_checks = decl.grad_checks
+        self.__doc__ = decl.doc or self.__doc__
+        tensors = [i for i in decl.inputs if not isinstance(i, Scalar)]
+        self.dims = tuple(dict.fromkeys(d for i in tensors for d in i.shape))
+        rank = max(len(i.shape) for i in tensors)
+        self.inner = {i.shape[-1] for i in tensors if len(i.shape) == rank}  # the row length; other dims count rows
+        self.scalars = tuple(i for i in decl.inputs if isinstance(i, Scalar))
+        self.ignorable = next((i for i in decl.inputs if isinstance(i, Index) and i.ignore), None)
+        self.layouts = layouts.PERMUTED_LAYOUTS if rank > 2 else strategies.LAYOUTS
+
+    # --- cases -----------------------------------------------------------------------
+    def max_size(self, dim: str, backend: str) -> int:
+        limit = (MAX_INNER if dim in self.inner else MAX_ROWS).get(backend, MAX_ROWS["interpreter"])
+        return min(limit, self.decl.max_size.get(dim, limit), BUDGET.get(backend, BUDGET["interpreter"]))
+
+    def fit(self, sizes: dict[str, int], backend: str, keep: str | None = None) -> dict[str, int]:
+        """Shrink the dims other than ``keep`` (rows first) until every input is within budget."""
+        budget = BUDGET.get(backend, BUDGET["interpreter"])
+        sizes = {d: max(1, min(s, self.max_size(d, backend))) for d, s in sizes.items()}
+        for inp in (i for i in self.decl.inputs if not isinstance(i, Scalar)):
+            for d in sorted(inp.shape, key=lambda d: (d == keep, d in self.inner)):
+                total = math.prod(sizes[x] for x in inp.shape)
+                if total > budget:
+                    sizes[d] = max(1, sizes[d] * budget // total)
+        return sizes
+
+    def case(self, sizes: dict[str, int], dtype: torch.dtype, layout: str, kind: str,
+             scalars: dict[str, Any], ignored: str | None, seed: int) -> Case:
+        params: dict[str, Any] = dict(sizes, dtype=strategies.dtype_name(dtype), layout=layout, values=kind)
+        params.update(scalars)
+        if self.ignorable is not None:
+            n_rows = math.prod(sizes[d] for d in self.ignorable.shape)
+            ignored = ignored if n_rows > 1 or ignored == "all" else "none"
+            high = sizes[self.ignorable.high]
+            key = self.ignorable.ignore
+            if 0 <= params[key] < high and high == 1 and ignored != "all":
+                # the only class is the ignored one: pick a value outside the classes
+                spec = next(s for s in self.scalars if s.name == key)
+                params[key] = next((v for v in spec.values if not 0 <= v < high), -100)
+            params["ignored"] = ignored
+        params["seed"] = seed
+        return Case.of(self.name, **params)
+
+    def floor_cases(self, *, backend: str) -> list[Case]:
+        sizes = FLOOR_SIZES + (FLOOR_SIZES_GPU if backend == "cuda" else ())
+        shapes: list[dict[str, int]] = []
+        for dim in self.dims:
+            for s in sorted(set(sizes) | set(self.decl.special_sizes.get(dim, ()))):
+                if s > self.max_size(dim, backend):
+                    continue
+                shape = self.fit({d: (s if d == dim else COMPANION) for d in self.dims}, backend, keep=dim)
+                if shape not in shapes:
+                    shapes.append(shape)
+        kinds = self.decl.value_kinds
+        cases, i = [], 0
+        for dtype in strategies.DTYPES:
+            for shape in shapes:
+                # kinds cycle; each round of them shifts the layouts by one, so that every kind
+                # meets every layout (a plain i % 4 would pair 8 kinds with 4 layouts for good)
+                rnd, k = divmod(i, len(kinds))
+                layout = self.layouts[(rnd + k) % len(self.layouts)]
+                scalars = {s.name: s.values[(i // len(self.layouts)) % len(s.values)] for s in self.scalars}
+                ignored = ("none", "some")[(rnd + k // 2) % 2]
+                cases.append(self.case(shape, dtype, layout, kinds[k], scalars, ignored, SEED_BASE + i))
+                i += 1
+            if self.ignorable is not None:  # every row ignored: torch's mean is NaN there
+                for shape in shapes[:2]:
+                    scalars = {s.name: s.values[0] for s in self.scalars}
+                    cases.append(self.case(shape, dtype, "contiguous", kinds[0], scalars, "all", SEED_BASE + i))
+                    i += 1
+        return cases
+
+    def case_strategy(self, *, backend: str):
+        @st.composite
+        def cases(draw):
+            sizes = {}
+            for dim in sorted(self.dims, key=lambda d: d not in self.inner):
+                top = self.max_size(dim, backend)
+                special = sorted(set(strategies.boundary_sizes(max_value=top)) | set(self.decl.special_sizes.get(dim, ())))
+                sizes[dim] = draw(strategies.sizes(max_value=top, special=special))
+            sizes = self.fit({d: sizes[d] for d in self.dims}, backend, keep=next(iter(self.inner)))
+            scalars = {s.name: draw(st.sampled_from(s.values)) for s in self.scalars}
+            ignored = draw(st.sampled_from(IGNORED)) if self.ignorable is not None else None
+            return self.case(
+                sizes, draw(strategies.dtypes()), draw(st.sampled_from(self.layouts)),
+                draw(st.sampled_from(self.decl.value_kinds)), scalars, ignored, draw(strategies.seeds()),
+            )
+
+        return cases()
+
+    # --- inputs ----------------------------------------------------------------------
+    def make_inputs(self, case: Case, device: str) -> OpInputs:
+        sizes = {d: int(case[d]) for d in self.dims}
+        dtype = strategies.dtype_from_name(str(case["dtype"]))
+        layout, kind = str(case["layout"]), str(case["values"])
+        gen = values.generator(int(case["seed"]))
+        args: list[Any] = []
+        for inp in self.decl.inputs:
+            if isinstance(inp, Scalar):
+                args.append(case[inp.name])
+                continue
+            shape = tuple(sizes[d] for d in inp.shape)
+            if isinstance(inp, Index):
+                ignore = int(case[inp.ignore]) if inp.ignore else None
+                t = classes(shape, sizes[inp.high], ignore, str(case.get("ignored", "none")), gen)
+            elif inp.values == "kind":
+                t = row_kinds.draw(kind, shape, dtype, gen).to(dtype)
+            elif inp.values == "gain":
+                t = values.gains(math.prod(shape), gen).reshape(shape).to(dtype)
+            else:
+                t = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+            args.append(layouts.place(t, layout, device))
+        out_shape = tuple(sizes[d] for d in self.decl.output)
+        if out_shape:
+            upstream = layouts.place(values.upstream(out_shape, gen).to(dtype), layout, device)
+        else:  # a scalar: random size and sign, never 1
+            size = 0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)
+            upstream = (size * (1 if torch.rand((), generator=gen) < 0.5 else -1)).to(dtype).to(device)
+        grad_wrt = tuple(p for p, i in enumerate(self.decl.inputs) if isinstance(i, Tensor) and i.differentiable)
+        return OpInputs(args=tuple(args), grad_wrt=grad_wrt, upstream=upstream, dtype=dtype, layout=layout)
+
+    # --- oracle and tolerance ----------------------------------------------------------
+    def evaluate(self, args: list[Any], upstream: torch.Tensor, grad_wrt: tuple[int, ...]) -> list[torch.Tensor]:
+        """[output, *gradients] of the float64 reference."""
+        if self.decl.backward is not None:
+            with torch.no_grad():
+                out = self.decl.reference(*args)
+            return [out, *self.decl.backward(*args, upstream)]
+        leaves = [a.detach().requires_grad_(p in grad_wrt) if p in grad_wrt else a for p, a in enumerate(args)]
+        with torch.enable_grad():
+            out = self.decl.reference(*leaves)
+            wrt = [leaves[p] for p in grad_wrt]
+            grads = torch.autograd.grad(out, wrt, grad_outputs=upstream, allow_unused=True) if wrt else ()
+        grads = [torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt)]
+        return [out.detach(), *(g.detach() for g in grads)]
+
+    def oracle(self, inputs: OpInputs) -> dict[str, torch.Tensor]:
+        f64 = [a.detach().to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+               for a in inputs.args]
+        floats = [p for p, a in enumerate(f64) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        upstream = inputs.upstream.detach().to(torch.float64)
+
+        def evaluate(perturbed: list[torch.Tensor]) -> list[torch.Tensor]:
+            args = list(f64)
+            for p, t in zip(floats, perturbed):
+                args[p] = t
+            return self.evaluate(args, perturbed[-1], inputs.grad_wrt)
+
+        tensors = [f64[p] for p in floats] + [upstream]
+        base = evaluate(tensors)
+        spreads = rounding.spread(evaluate, tensors, rounding.unit_roundoff(inputs.dtype), base)
+        terms = self.terms(f64, upstream, base, inputs.grad_wrt)
+        names = [self.oracle_forward_name(inputs), *self.grad_checks]
+        expected = {}
+        for name, value, spread, term, n in zip(names, base, spreads, terms, self.sum_lengths(inputs)):
+            expected[name] = value
+            expected[f"{name}_magnitude"] = rounding.allowance(spread, term, n)
+        return expected
+
+    def terms(self, f64: list[Any], upstream: torch.Tensor, base: list[torch.Tensor], grad_wrt) -> list[torch.Tensor]:
+        """Per check, the size of the terms its formula sums or cancels: the declaration's, else
+        |result| for the forward and, for a gradient, the larger of |result| and the gradient
+        for |upstream|: the upstream's signs are what make a gradient's sums cancel (the sum
+        over rows of a broadcast input such as a bias, db = sum dy), and |dy| removes them."""
+        declared = list(self.decl.terms(*f64, upstream)) if self.decl.terms is not None else [None] * len(base)
+        out = [base[0].abs() if declared[0] is None else declared[0]]
+        if any(t is None for t in declared[1:]):
+            unsigned = self.evaluate(list(f64), upstream.abs(), grad_wrt)[1:]
+        for k, t in enumerate(declared[1:]):
+            out.append(torch.maximum(base[k + 1].abs(), unsigned[k].abs()) if t is None else t)
+        return out
+
+    def sum_lengths(self, inputs: OpInputs) -> list[int]:
+        """Per check, the longest sum it involves: the declared ``reduces`` dims, and for a
+        gradient also the output dims its input lacks (broadcasting sums over them)."""
+        sizes = self.sizes(inputs)
+        declared = max((sizes[d] for d in self.decl.reduces), default=1)
+        out = [declared]
+        for inp in self.decl.differentiable:
+            missing = [sizes[d] for d in self.decl.output if d not in inp.shape]
+            out.append(max(declared, math.prod(missing)))
+        return out
+
+    def oracle_forward_name(self, inputs: OpInputs) -> str:
+        if self.ignorable is not None:
+            p = self.decl.inputs.index(self.ignorable)
+            q = next(k for k, i in enumerate(self.decl.inputs) if i.name == self.ignorable.ignore)
+            if bool((inputs.args[p] == inputs.args[q]).all()):
+                return ALL_IGNORED
+        return self.forward_check
+
+    def check_name(self, check: str, case: Case) -> str:
+        if check == self.forward_check and case.get("ignored") == "all":
+            return ALL_IGNORED
+        return check
+
+    def tolerance(self, check: str, case: Case, dtype: torch.dtype) -> Tolerance:
+        """The backward-error estimate (harness.compare.rounding): the oracle's ``_magnitude``
+        is the allowance for the inputs' rounding and the fp32 arithmetic, added as is."""
+        return Tolerance(
+            rounding.output_atol(dtype), rounding.output_rtol(dtype),
+            why="rounding spread of the float64 reference (harness.compare.rounding)",
+            terms_rtol=1.0, model="rounding",
+        )
+
+    def sizes(self, inputs: OpInputs) -> dict[str, int]:
+        """The symbolic dims' values, read from the inputs' shapes."""
+        sizes = {}
+        for inp, arg in zip(self.decl.inputs, inputs.args):
+            if not isinstance(inp, Scalar):
+                sizes.update(zip(inp.shape, arg.shape))
+        return sizes
+
+    def forward_meta(self, inputs: OpInputs) -> Meta:
+        sizes = self.sizes(inputs)
+        first = next(a for i, a in zip(self.decl.inputs, inputs.args) if isinstance(i, Tensor))
+        return Meta(tuple(sizes[d] for d in self.decl.output), first.dtype)
+
+
+def classes(shape: tuple[int, ...], high: int, ignore: int | None, ignored: str, gen: torch.Generator) -> torch.Tensor:
+    """Random class ids in [0, high) other than ``ignore``, class 0 and high-1 each hit when
+    there is room; then none, some (at least one, not all) or all rows set to ``ignore``."""
+    n = math.prod(shape)
+    allowed = torch.tensor([c for c in range(high) if c != ignore] or [0], dtype=torch.int64)
+    t = allowed[torch.randint(len(allowed), (n,), generator=gen)]
+    order = torch.randperm(n, generator=gen).tolist()
+    for row, c in zip(order[: max(0, n - 1)], [c for c in (0, high - 1) if c != ignore]):
+        t[row] = c
+    if ignore is not None and ignored != "none":
+        rows = torch.ones(n, dtype=torch.bool) if ignored == "all" else torch.rand(n, generator=gen) < 0.3
+        if ignored == "some":
+            rows[order[0]] = True
+            if n > 1:
+                rows[order[-1]] = False
+        t = torch.where(rows, torch.full_like(t, ignore), t)
+    return t.reshape(shape)

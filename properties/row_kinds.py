@@ -1,0 +1,67 @@
+"""Value kinds for row-wise and elementwise ops: what a declared op's float inputs look like.
+
+A kind fills a tensor of any shape; "rows" are its last dimension (the reduction of a row-wise
+op). Values are drawn in float64 from the case's generator and cast to the case's dtype by the
+caller, so every backend sees the same inputs. Each kind targets a bug class:
+
+- normal:         N(0, 1).
+- zero_rows:      some rows all zeros (division by a zero norm, 0 * inf).
+- tiny:           N(0, 1) * 1e-4 (squares underflow in fp16).
+- huge:           N(0, 1) * 300 (fp16) or 1e4 (squares overflow without an upcast).
+- mixed_scale:    rows scaled 1e-3 .. 1e3 (a per-tensor instead of per-row scale).
+- nonfinite:      one NaN or +inf (it must reach exactly the outputs it reaches in float64).
+- offset_rows:    1e4 + N(0, 1), the spread widened to two ulps of 1e4 in the dtype where
+                  that is more (fp16: N(0, 20), bf16: N(0, 160)), so rounding to the dtype
+                  leaves a spread: E[x^2] - E[x]^2 cancels catastrophically there.
+- constant_rows:  every element of a row equal (variance exactly 0: only eps keeps 1/sqrt finite).
+- large_logits:   100 + 10 * N(0, 1): exp overflows fp16 and fp32 without the max subtraction.
+- masked_rows:    about half of each row at a large negative value (masked attention scores),
+                  one row entirely masked (uniform softmax; exp underflows to 0 without the max
+                  subtraction: 0 / 0). The value is -1e9 where the dtype holds it, else
+                  -3e4 (fp16's safe range: its largest finite value is 65504).
+- ties:           small integers, so the row max repeats.
+- gate_extremes:  N(0, 1) * 20: sigmoid saturates both ways (exp(-x) overflows fp16 for x < -11).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from properties import values
+
+NORMALISATION = ("offset_rows", "constant_rows")
+LOGITS = ("large_logits", "masked_rows", "ties")
+GATES = ("gate_extremes",)
+KINDS = values.ROW_KINDS + NORMALISATION + LOGITS + GATES
+
+OFFSET = 1e4
+MASKED = {torch.float16: -3e4}
+MASKED_DEFAULT = -1e9
+
+
+def draw(kind: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """A float64 tensor of ``shape`` whose rows follow ``kind`` (see the module docstring)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown value kind {kind!r}; choose from {KINDS}")
+    n = shape[-1] if shape else 1
+    m = math.prod(shape[:-1]) if len(shape) > 1 else 1
+    if kind in values.ROW_KINDS:
+        return values.rows(kind, m, n, dtype, gen).reshape(shape)
+    x = torch.randn((m, n), generator=gen, dtype=torch.float64)
+    if kind == "offset_rows":
+        x = OFFSET + x * max(1.0, 2.0 * OFFSET * torch.finfo(dtype).eps)
+    elif kind == "constant_rows":
+        x = x[:, :1].expand(m, n) * 3.0
+    elif kind == "large_logits":
+        x = 100.0 + 10.0 * x
+    elif kind == "masked_rows":
+        masked = torch.rand((m, n), generator=gen) < 0.5
+        masked[int(torch.randint(m, (1,), generator=gen))] = True
+        x = torch.where(masked, torch.full_like(x, MASKED.get(dtype, MASKED_DEFAULT)), x)
+    elif kind == "ties":
+        x = torch.randint(-2, 3, (m, n), generator=gen).to(torch.float64)
+    elif kind == "gate_extremes":
+        x = 20.0 * x
+    return x.contiguous().reshape(shape)

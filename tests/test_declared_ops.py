@@ -1,0 +1,286 @@
+"""Declared ops (harness.registry.declare, properties.derive): torch itself passes every case,
+obvious bugs fail, an op declared in a plugin runs end to end, the references are right."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import OpDecl, Tensor
+from harness.cases.case import Case
+from harness.compare.allclose import compare
+from harness.errors import RegistryError
+from harness.registry.registry import REGISTRY, load_builtin_ops, register_op
+from harness.run.runner import run_case
+from harness.run.suite import run_suite
+from properties import derive, layouts
+
+ROOT = Path(__file__).resolve().parent.parent
+DECLARED = ("layer_norm", "softmax", "swiglu", "cross_entropy")
+CHECKS = {
+    "layer_norm": {"forward", "dx", "dweight", "dbias"},
+    "softmax": {"forward", "dx"},
+    "swiglu": {"forward", "da", "db"},
+    "cross_entropy": {"loss", "dlogits", "all_ignored"},
+}
+
+
+def harness(*args, timeout=900):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("TRITON_INTERPRET", None)
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def spec(op):
+    load_builtin_ops()
+    return REGISTRY.op(op)
+
+
+# --- the contract: torch passes, bugs fail -------------------------------------------------
+
+def test_torch_fp32_implementations_pass_every_generated_case(tmp_path):
+    proc = harness("verify", "--plugin", "tests/fixtures/torch_reference_ops.py", "--backend", "interpreter",
+                   "--max-examples", "20", "--select", "torch_fp32", "--report-dir", str(tmp_path), "--no-render")
+    report = json.loads((tmp_path / "verify.json").read_text())
+    kernels = {k["op"]: k for k in report["kernels"]}
+    assert set(DECLARED) <= set(kernels), proc.stderr
+    for op in DECLARED:
+        k = kernels[op]
+        assert k["passed"] and k["failed"] == 0, (op, proc.stdout[-3000:])
+        assert k["cases"] >= len(spec(op).floor_cases(backend="interpreter")) + 1  # floor + generated
+        assert CHECKS[op] <= set(k["checks"]), (op, k["checks"])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+WRONG = [
+    # (kernel, a case it must fail, the check that fails there)
+    ("wrong_no_max", "softmax:M=3,N=65,dtype=float16,layout=contiguous,values=large_logits,seed=1", "forward"),
+    ("wrong_unbiased_var", "layer_norm:M=3,N=17,dtype=float32,layout=contiguous,values=normal,eps=1e-05,seed=1", "forward"),
+    ("wrong_sigmoid_b", "swiglu:M=3,N=17,dtype=float32,layout=contiguous,values=normal,seed=1", "forward"),
+    ("wrong_mean_all_rows",
+     "cross_entropy:N=17,V=33,dtype=float32,layout=contiguous,values=normal,ignore_index=-100,ignored=some,seed=1", "loss"),
+]
+
+
+@pytest.fixture(scope="module")
+def wrong_plugin():
+    from harness.registry import loader
+
+    loader.load_all(plugins=["tests/fixtures/torch_wrong_ops.py"])
+
+
+@pytest.mark.parametrize("kernel, case_id, check", WRONG)
+def test_obviously_wrong_variants_fail(wrong_plugin, kernel, case_id, check):
+    case = Case.parse(case_id)
+    entry = REGISTRY.get(case.op, kernel)
+    run = run_case(spec(case.op), entry, case, backend="interpreter", device="cpu")
+    failed = {r.check: r for r in run.records if not r.passed}
+    assert check in failed, [(r.check, r.passed, r.message[:100]) for r in run.records]
+    if "Non-finite" not in failed[check].message:  # a finite error says how many roundings off it is
+        assert "x the allowed rounding of the terms" in failed[check].message
+    # and the floor alone catches it too
+    records = run_suite(spec(case.op), entry, backend="interpreter", device="cpu", seed=0, max_examples=0,
+                        stop_at_first_failure=True)
+    assert any(not r.passed for r in records)
+
+
+def test_all_ignored_cross_entropy_returning_zero_fails_under_its_own_name():
+    s = spec("cross_entropy")
+    case = next(c for c in s.floor_cases(backend="interpreter") if c["ignored"] == "all")
+    import torch.nn.functional as F
+    from harness.registry.registry import Contract, KernelEntry
+
+    def zero_when_empty(logits, target, ignore_index=-100):
+        loss = F.cross_entropy(logits.float(), target, ignore_index=ignore_index).to(logits.dtype)
+        return torch.nan_to_num(loss, nan=0.0)
+
+    entry = KernelEntry("cross_entropy", "zero", zero_when_empty, Contract(), "kernel", "project", "here")
+    run = run_case(s, entry, case, backend="interpreter", device="cpu")
+    failed = {r.check for r in run.records if not r.passed}
+    assert failed == {"all_ignored"}
+
+
+# --- an op declared in a plugin ------------------------------------------------------------
+
+PLUGIN = '''
+import torch
+from harness import OpDecl, Scalar, Tensor, register_kernel, register_op
+
+register_op(OpDecl(
+    name="plugin_axpb",
+    signature="f(x[M, N], b[N], alpha: float) -> y[M, N]",
+    inputs=(Tensor("x", "M, N"), Tensor("b", "N", values="normal"), Scalar("alpha", (0.5, -3.0))),
+    output="M, N",
+    reference=lambda x, b, alpha: alpha * x + b,
+    value_kinds=("normal", "huge", "nonfinite"),
+))
+
+@register_kernel("plugin_axpb", name="good")
+def good(x, b, alpha):
+    return (alpha * x.float() + b.float()).to(x.dtype)
+
+@register_kernel("plugin_axpb", name="bad")
+def bad(x, b, alpha):
+    return (alpha * x.float() + b.float().flip(0)).to(x.dtype)
+'''
+
+
+def test_an_op_declared_in_a_plugin_verifies_end_to_end(tmp_path):
+    plugin = tmp_path / "axpb.py"
+    plugin.write_text(PLUGIN)
+    proc = harness("verify", "--plugin", str(plugin), "--op", "plugin_axpb", "--backend", "interpreter",
+                   "--max-examples", "5", "--report-dir", str(tmp_path / "out"), "--no-render")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads((tmp_path / "out" / "verify.json").read_text())
+    kernels = {k["name"]: k for k in report["kernels"]}
+    assert kernels["good"]["passed"] and kernels["good"]["cases"] > 40
+    assert not kernels["bad"]["passed"] and kernels["bad"]["checks"]["forward"]["failed"] > 0
+    assert kernels["good"]["checks"]["db"]["passed"] > 0  # gradients derived by float64 autograd
+    failure = next(c for c in report["cases"] if not c["passed"] and c["check"] == "forward")
+    assert "--plugin" in failure["repro"] and failure["case_id"].startswith("plugin_axpb:M=")
+
+
+def test_the_worked_example_plugin_passes_with_both_kernels(tmp_path):
+    for case in ("scaled_tanh:M=17,N=257,dtype=float32,layout=transposed,values=tiny,scale=2.0,seed=1",
+                 "scaled_tanh:M=7,N=1023,dtype=bfloat16,layout=col_sliced,values=gate_extremes,scale=-1.5,seed=2"):
+        proc = harness("verify", "--plugin", "examples/plugins/scaled_tanh.py", "--case", case,
+                       "--backend", "interpreter", "--report-dir", str(tmp_path), "--no-render")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+        report = json.loads((tmp_path / "verify.json").read_text())
+        assert {k["name"] for k in report["kernels"] if k["passed"]} == {"torch_fp32", "triton"}
+
+
+# --- the declared references -----------------------------------------------------------------
+
+def _small_args(op):
+    s = spec(op)
+    scalars = {p.name: p.values[0] for p in s.scalars}
+    ignored = "some" if s.ignorable is not None else None
+    case = s.case({d: 4 for d in s.dims}, torch.float32, "contiguous", "normal", scalars, ignored, seed=1)
+    inputs = s.make_inputs(case, "cpu")
+    args = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in inputs.args]
+    return s, args, inputs.grad_wrt
+
+
+@pytest.mark.parametrize("op", DECLARED)
+def test_gradcheck_of_the_declared_reference(op):
+    s, args, wrt = _small_args(op)
+    leaves = [a.requires_grad_() if p in wrt else a for p, a in enumerate(args)]
+
+    def f(*diff):
+        full = list(leaves)
+        for p, d in zip(wrt, diff):
+            full[p] = d
+        return s.decl.reference(*full)
+
+    assert torch.autograd.gradcheck(f, [leaves[p] for p in wrt])
+    if s.decl.backward is not None:  # the explicit formula agrees with autograd
+        out = f(*[leaves[p] for p in wrt])
+        dy = torch.randn_like(out)
+        auto = torch.autograd.grad(out, [leaves[p] for p in wrt], dy)
+        explicit = s.decl.backward(*[a.detach() if isinstance(a, torch.Tensor) else a for a in leaves], dy)
+        for a, e in zip(auto, explicit):
+            torch.testing.assert_close(a, e)
+
+
+# --- what the engine derives -------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", DECLARED)
+def test_floor_cases_cover_sizes_layouts_kinds_and_stay_within_budget(op):
+    s = spec(op)
+    floor = s.floor_cases(backend="interpreter")
+    ids = [c.id for c in floor]
+    assert len(set(ids)) == len(ids)
+    row = next(iter(s.inner))
+    sizes = {int(c[row]) for c in floor}
+    assert {1, 17, 257, 4097, 8191} <= sizes  # beyond 4096 in the interpreter
+    assert {c["layout"] for c in floor} == set(layouts.LAYOUTS)
+    assert {c["values"] for c in floor} == set(s.decl.value_kinds)
+    assert {c["dtype"] for c in floor} == {"float32", "float16", "bfloat16"}
+    for c in floor:
+        inputs = s.make_inputs(c, "cpu")
+        assert max(a.numel() for a in inputs.args if isinstance(a, torch.Tensor)) <= derive.BUDGET["interpreter"]
+        assert all(int(c[d]) <= derive.MAX_ROWS["interpreter"] for d in s.dims if d not in s.inner)
+    assert all(Case.parse(i).id == i for i in ids)  # ids round-trip through --case
+    assert 16385 in {int(c[row]) for c in s.floor_cases(backend="cuda")}
+
+
+def test_every_tensor_input_gets_the_layout_and_3d_inputs_a_permuted_view():
+    s = spec("layer_norm")
+    case = next(c for c in s.floor_cases(backend="interpreter") if c["layout"] == "transposed" and int(c["M"]) > 1)
+    x, w, b, _ = s.make_inputs(case, "cpu").args
+    assert not x.is_contiguous() and w.stride() == (2,) and b.stride() == (2,)
+
+    decl = OpDecl(name="batched_scale", signature="f(x[B, M, N]) -> y[B, M, N]", inputs=(Tensor("x", "B, M, N"),),
+                  output="B, M, N", reference=lambda x: 2 * x, value_kinds=("normal",))
+    op = derive.DeclaredOp(decl)
+    permuted = [c for c in op.floor_cases(backend="interpreter") if c["layout"] == "permuted"]
+    assert permuted
+    x = op.make_inputs(permuted[0], "cpu").args[0]
+    assert x.stride() == tuple(sorted(x.stride()))  # dims reversed in memory
+    v = torch.arange(24.0).reshape(2, 3, 4)
+    for layout in layouts.PERMUTED_LAYOUTS:
+        placed = layouts.place(v, layout, "cpu")
+        assert torch.equal(placed, v) and (layout == "contiguous" or layout == "offset" or not placed.is_contiguous())
+
+
+def test_generated_cases_respect_the_budget():
+    from hypothesis import given, settings
+
+    s = spec("cross_entropy")
+
+    @settings(max_examples=40, deadline=None, database=None)
+    @given(s.case_strategy(backend="interpreter"))
+    def check(case):
+        assert int(case["N"]) * int(case["V"]) <= derive.BUDGET["interpreter"]
+        assert int(case["N"]) <= derive.MAX_ROWS["interpreter"]
+        if case["ignored"] == "some":
+            assert int(case["N"]) > 1
+
+    check()
+
+
+def test_register_op_takes_a_declaration_or_a_class_and_rejects_a_second_declaration():
+    load_builtin_ops()
+    decl = OpDecl(name="softmax", signature="", inputs=(Tensor("x", "M, N"),), output="M, N",
+                  reference=lambda x: x, value_kinds=("normal",))
+    with pytest.raises(RegistryError, match="registered twice"):
+        register_op(decl)
+    assert REGISTRY.op("softmax").decl.reference is not decl.reference
+    assert type(REGISTRY.op("rmsnorm")).__name__ == "RMSNormSpec"  # the class form still works
+    with pytest.raises(RegistryError, match="appear in no input"):
+        OpDecl(name="bad", signature="", inputs=(Tensor("x", "M"),), output="K", reference=lambda x: x,
+               value_kinds=("normal",))
+
+
+def test_tolerance_is_the_rounding_spread_tight_for_a_well_conditioned_op():
+    s = spec("swiglu")
+    case = Case.parse("swiglu:M=4,N=64,dtype=float16,layout=contiguous,values=normal,seed=3")
+    inputs = s.make_inputs(case, "cpu")
+    expected = s.oracle(inputs)
+    tol = s.tolerance("forward", case, torch.float16)
+    y = expected["forward"]
+    allowed = tol.atol + tol.rtol * y.abs() + tol.terms_rtol * expected["forward_magnitude"]
+    # a few fp16 roundings of the result, never the table's blanket 3e-3 + 3e-3 |y|
+    assert (allowed <= 12 * 2.0**-11 * y.abs() + 1e-7).all()
+    assert (allowed >= 2.0**-10 * y.abs()).all()
+
+
+def test_failure_messages_count_roundings_for_table_tolerances_too():
+    expected = torch.tensor([1.0, 2.0], dtype=torch.float16)
+    cmp = compare(torch.tensor([1.0, 2.5], dtype=torch.float16), expected, atol=3e-3, rtol=3e-3)
+    assert not cmp.passed and "Error = 512 x the float16 rounding of the terms" in cmp.message
+    assert cmp.rounding_units == pytest.approx(512)
+
+
+def test_an_overflow_to_inf_passes_only_where_the_allowed_error_reaches_the_dtype_max():
+    expected = torch.tensor([65088.0, 1.0], dtype=torch.float16)
+    actual = torch.tensor([float("inf"), 1.0], dtype=torch.float16)
+    assert compare(actual, expected, atol=0.0, rtol=0.0, magnitude=torch.tensor([1e3, 0.0]), terms_rtol=1.0).passed
+    assert not compare(actual, expected, atol=0.0, rtol=0.0, magnitude=torch.tensor([10.0, 0.0]), terms_rtol=1.0).passed
+    assert not compare(-actual, expected, atol=0.0, rtol=0.0, magnitude=torch.tensor([1e3, 0.0]), terms_rtol=1.0).passed

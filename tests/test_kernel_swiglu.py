@@ -1,0 +1,132 @@
+"""kernels.swiglu against the float64 oracle: irregular shapes, every dtype and layout, huge
+gates of both signs, the cancellation point of da, partial tiles on both grid axes; inputs
+left unchanged; out-of-contract inputs rejected before any launch."""
+
+import pytest
+import torch
+
+from harness.compare.allclose import compare
+from harness.compare.tolerances import for_dtype
+from kernels import swiglu as k
+from oracles.swiglu import swiglu_backward, swiglu_backward_magnitudes, swiglu_reference
+from properties.layouts import place
+
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+LAYOUTS = ("contiguous", "transposed", "col_sliced", "offset")
+# M = 1 and N = 1 edges, primes, N = 257, N = 4097 (five column blocks of 1024)
+SHAPES = ((1, 1), (1, 257), (7, 1), (3, 4097), (13, 31), (17, 130))
+
+# exp(-a) overflows to inf at a = -100 by design (sigmoid is then exactly 0); the interpreter's
+# numpy reports it, a GPU does not
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+
+
+def _inputs(m, n, dtype, a_layout, b_layout, device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, n, generator=g, dtype=torch.float64) * 3
+    # gates of +-100 (sigmoid saturates: exp(-a) over- or underflows in fp32), and the minimum
+    # of silu near a = -1.28 where da's two terms cancel
+    special = torch.tensor([100.0, -100.0, -1.2784645, 30.0, -30.0], dtype=torch.float64)
+    pick = torch.rand(m, n, generator=g) < 0.2
+    a[pick] = special[torch.randint(len(special), (int(pick.sum()),), generator=g)]
+    b = torch.randn(m, n, generator=g, dtype=torch.float64)
+    dy = torch.randn(m, n, generator=g, dtype=torch.float64) * torch.rand(m, 1, generator=g, dtype=torch.float64) * 3
+    dy_layout = "transposed" if a_layout != "transposed" else "col_sliced"
+    return place(a.to(dtype), a_layout, device), place(b.to(dtype), b_layout, device), place(dy.to(dtype), dy_layout, device)
+
+
+def _assert_close(name, actual, expected, magnitude, dtype):
+    assert actual.dtype == dtype and actual.shape == expected.shape, (name, actual.dtype, actual.shape)
+    tol = for_dtype(dtype)
+    result = compare(actual, expected.to(dtype), atol=tol.atol, rtol=tol.rtol, magnitude=magnitude, terms_rtol=tol.terms_rtol)
+    assert result.passed, f"{name}: {result.message}"
+
+
+def _check(a, b, dy):
+    ar, br = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    y = k.swiglu(ar, br)
+    da, db = torch.autograd.grad(y, (ar, br), dy)
+    _assert_close("y", y, swiglu_reference(a, b), None, a.dtype)
+    mda, mdb = swiglu_backward_magnitudes(a, b, dy)
+    eda, edb = swiglu_backward(a, b, dy)
+    _assert_close("da", da, eda, mda, a.dtype)
+    _assert_close("db", db, edb, mdb, a.dtype)
+
+
+CASES = [
+    (shape, dtype, LAYOUTS[(i + j) % len(LAYOUTS)], LAYOUTS[(i + 2 * j + 1) % len(LAYOUTS)])
+    for i, shape in enumerate(SHAPES)
+    for j, dtype in enumerate(DTYPES)
+]
+
+
+@pytest.mark.parametrize("shape, dtype, a_layout, b_layout", CASES, ids=lambda v: str(v).replace("torch.", ""))
+def test_matches_oracle(shape, dtype, a_layout, b_layout, device):
+    _check(*_inputs(*shape, dtype, a_layout, b_layout, device, seed=shape[0] * 1000 + shape[1]))
+
+
+def test_partial_tiles_on_both_grid_axes(device, monkeypatch):
+    """Bug class: a grid with floor division or a mask on one axis only; [4, 16] tiles give
+    M = 9, N = 37 three partial tiles along each axis."""
+    monkeypatch.setattr(k, "MAX_BLOCK", 16)
+    monkeypatch.setattr(k, "TILE", 64)
+    _check(*_inputs(9, 37, torch.float32, "transposed", "col_sliced", device, seed=5))
+    _check(*_inputs(5, 16, torch.bfloat16, "offset", "contiguous", device, seed=6))
+
+
+def test_a_and_b_are_not_swapped(device):
+    """Bug class: silu applied to b instead of a; with b = 1 the two differ unless a = b."""
+    a = torch.tensor([[-2.0, 0.5, 3.0]], device=device)
+    y = k.swiglu(a, torch.ones_like(a))
+    torch.testing.assert_close(y, torch.nn.functional.silu(a))
+
+
+def test_expanded_upstream_gradient(device):
+    """dy with stride 0 in both dimensions, as y.sum().backward() hands it."""
+    a, b, _ = _inputs(6, 45, torch.float32, "contiguous", "contiguous", device, seed=7)
+    _check(a, b, torch.tensor(0.75, device=device).expand(6, 45))
+
+
+def test_inputs_unchanged(device):
+    a, b, dy = _inputs(5, 33, torch.float16, "col_sliced", "transposed", device, seed=9)
+    before = [t.clone() for t in (a, b, dy)]
+    ar, br = a.requires_grad_(), b.requires_grad_()
+    torch.autograd.grad(k.swiglu(ar, br), (ar, br), dy)
+    for t, t0 in zip((a, b, dy), before):
+        assert torch.equal(t.detach(), t0)
+
+
+def test_empty_inputs(device):
+    for shape in ((0, 8), (3, 0)):
+        a = torch.ones(shape, device=device, requires_grad=True)
+        y = k.swiglu(a, torch.ones(shape, device=device))
+        assert y.shape == shape
+        (da,) = torch.autograd.grad(y, (a,), torch.ones(shape, device=device))
+        assert da.shape == shape
+
+
+class _NoLaunch:
+    def __getitem__(self, grid):
+        raise AssertionError("a kernel was launched for out-of-contract inputs")
+
+
+@pytest.mark.parametrize(
+    "make, error, words",
+    [
+        (lambda d: (torch.ones(2, 3, 4, device=d), torch.ones(2, 3, 4, device=d)), ValueError, "2-D"),
+        (lambda d: (torch.ones(2, 4, device=d), torch.ones(2, 5, device=d)), ValueError, "b must have a's shape (2, 4)"),
+        (lambda d: (torch.ones(2, 4, device=d), torch.ones(4, device=d)), ValueError, "b must have a's shape"),
+        (lambda d: (torch.ones(2, 4, device=d, dtype=torch.float64), torch.ones(2, 4, device=d, dtype=torch.float64)), TypeError, "float64"),
+        (lambda d: (torch.ones(2, 4, device=d), torch.ones(2, 4, device=d, dtype=torch.float16)), TypeError, "cast b"),
+        (lambda d: (torch.ones(2, 4, device=d), 1.0), TypeError, "b must be a tensor"),
+    ],
+)
+def test_contract_errors_raise_before_any_launch(make, error, words, device, monkeypatch):
+    for name in ("_swiglu_forward", "_swiglu_backward"):
+        monkeypatch.setattr(k, name, _NoLaunch())
+    a, b = make(device)
+    before = a.clone()
+    with pytest.raises(error) as err:
+        k.swiglu(a, b)
+    assert words in str(err.value)
+    assert torch.equal(a, before)
