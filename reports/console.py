@@ -36,6 +36,15 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
                 highlight=False,
             )
 
+    for k in report["kernels"]:
+        if k.get("waived"):
+            reasons = "; ".join(f"{c}: {why}" for c, why in (k.get("waivers") or {}).items())
+            console.print(f"[yellow]WAIVED[/] {k['name']}: {k['waived']} failed check(s) declared deliberate ({reasons})",
+                          highlight=False)
+        for check in k.get("stale_waivers") or []:
+            console.print(f"[yellow]warning: stale waiver[/] {k['name']}: {check!r} is waived "
+                          f"({k['waivers'][check]}) but never failed; remove it from Contract(waive=...)", highlight=False)
+
     failures = [r for r in report["cases"] if not r["passed"]]
     for r in failures[:MAX_FAILURES_SHOWN]:
         console.print(f"[red]FAIL[/] {r['kernel']} [bold]{r['check']}[/] {r['case_id']}", highlight=False)
