@@ -79,6 +79,8 @@ def generated_cases(spec, *, backend: str, seed: int, max_examples: int) -> list
     running any kernel (harness.run.suite draws with the same settings)."""
     from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, settings
 
+    if max_examples <= 0:
+        return []
     drawn = []
 
     @hypothesis_seed(seed)
@@ -88,8 +90,7 @@ def generated_cases(spec, *, backend: str, seed: int, max_examples: int) -> list
     def draw(case):
         drawn.append(case)
 
-    if max_examples > 0:
-        draw()
+    draw()
     return list({case.id: case for case in drawn}.values())  # a case drawn twice runs once
 
 

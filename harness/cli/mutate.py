@@ -149,7 +149,19 @@ def run(args: argparse.Namespace) -> int:
     checks, _ = campaign.sanity_jobs(ops, shards=campaign.clean_shards(parallel, len(ops)), case=case,
                                      **{k: settings[k] for k in ("backend", "seed", "max_examples", "plugins", "modules")})
     looks = _first_looks(cache, runnable, backend.name, args, parallel) if not case else None
-    with Progress("mutate", len(runnable) + len(checks)) as progress:
+    sanity_names = {j.kernel for j in checks}
+
+    def classify(event) -> str:
+        """What a finished job means for the campaign (the CI log's counts and its full lines)."""
+        if event.kind == "skipped":
+            return "not run"
+        if event.job.kernel in sanity_names:
+            forced = event.job.kernel.startswith(campaign.SANITY_PREFIX)
+            return "sanity ok" if (event.failed > 0) == forced else "sanity failed"
+        return "killed" if event.failed > 0 else "survived"
+
+    with Progress("mutate", len(runnable) + len(checks), classify=classify,
+                  shown=("survived", "sanity failed")) as progress:
         check, outcomes = campaign.run_campaign(entries, ops=ops, equivalent=equivalent, timeout=args.timeout, case=case,
                                                 on_event=progress, first_looks=looks, **settings)
     if looks is not None:
@@ -185,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             minimal_cases=campaign.minimal_cases(kept), seconds=time.monotonic() - started, refused=refused,
         )
         path = writer.write_json(args.report_dir, "mutation.json", report)
-        mutation_report.print_mutation(report, path=str(path))
+        mutation_report.print_mutation(report, path=str(path), full=sys.stdout.isatty())
         return report
 
     if check.interrupted:  # what finished is kept; the score covers only that
