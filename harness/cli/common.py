@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+from pathlib import Path
 
 from harness.run import backend as backends
 from harness.run.backend import BACKENDS
@@ -84,6 +85,10 @@ def prepare(args: argparse.Namespace) -> backends.Backend:
     """Choose the backend (before triton is imported), then load ops, kernels and plugins."""
     backend = backends.select(args.backend)
     from harness.registry import loader
+    from harness.settings import PROJECT_ROOT
+
+    if Path.cwd().resolve() != PROJECT_ROOT:  # installed, run elsewhere: workers start in PROJECT_ROOT
+        args.plugin = [str(Path(p).resolve()) for p in args.plugin]
     from harness.registry.registry import REGISTRY
 
     loader.load_all(plugins=args.plugin)
