@@ -116,5 +116,6 @@ def repeatable(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor], na
         return False, ("two runs on the same inputs differ: " + "; ".join(differing) +
                        ". Usually a race: programs or warps that read memory another one writes without an "
                        "order (a missing barrier, a plain load + add + store where atomics are needed), or "
-                       "an atomic accumulation whose order changes the rounding")
+                       "an atomic accumulation whose order changes the rounding. A kernel nondeterministic by design "
+                       "(atomics) declares it: Contract(deterministic=False)")
     return True, "two runs bitwise identical"

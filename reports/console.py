@@ -14,6 +14,16 @@ def _fmt(v) -> str:
     return "-" if v is None else f"{v:.3g}"
 
 
+def failure_text(record: dict, *, max_lines: int = 8) -> str:
+    """One failed check as verify prints it: the headline, the message's first lines, the repro.
+    The pytest plugin and harness.testing.assert_kernel report failures with this same text."""
+    lines = [f"FAIL {record['kernel']} {record['check']} {record['case_id']}"]
+    lines += [f"    {line}" for line in (record.get("message") or "").splitlines()[:max_lines]]
+    if record.get("repro"):
+        lines.append(f"    repro: {record['repro']}")
+    return "\n".join(lines)
+
+
 def print_verify(report: dict, *, path: str, file=None) -> None:
     console = Console(file=file or sys.stdout, width=max(100, Console().width), soft_wrap=False)
     table = Table(title=f"verify: {report['backend']} on {report['device']}  (seed {report['seed']})")
@@ -41,14 +51,19 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
     for k in report["kernels"]:
         if k.get("verdict") == "not verified":
             console.print(f"[yellow]NOT VERIFIED[/] {k['name']}: {k.get('unverified_reason')}", highlight=False)
+        if k.get("waived"):
+            reasons = "; ".join(f"{c}: {why}" for c, why in (k.get("waivers") or {}).items())
+            console.print(f"[yellow]WAIVED[/] {k['name']}: {k['waived']} failed check(s) declared deliberate ({reasons})",
+                          highlight=False)
+        for check in k.get("stale_waivers") or []:
+            console.print(f"[yellow]warning: stale waiver[/] {k['name']}: {check!r} is waived "
+                          f"({k['waivers'][check]}) but never failed; remove it from Contract(waive=...)", highlight=False)
 
     failures = [r for r in report["cases"] if not r["passed"]]
     for r in failures[:MAX_FAILURES_SHOWN]:
         console.print(f"[red]FAIL[/] {r['kernel']} [bold]{r['check']}[/] {r['case_id']}", highlight=False)
-        for line in (r.get("message") or "").splitlines()[:8]:
-            console.print(f"    {line}", highlight=False, markup=False)
-        if r.get("repro"):
-            console.print(f"    repro: {r['repro']}", highlight=False, markup=False)
+        for line in failure_text(r).splitlines()[1:]:
+            console.print(line, highlight=False, markup=False)
     if len(failures) > MAX_FAILURES_SHOWN:
         console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more failed checks in the report")
     unverified = sum(k.get("verdict") == "not verified" for k in report["kernels"])

@@ -58,7 +58,9 @@ def _kernel_rows(verify: dict) -> list[dict]:
         rows.append({
             **k,
             "verdict": "PASS" if k.get("passed") else ("NOT VERIFIED" if k.get("verdict") == "not verified" else "FAIL"),
-            "check_list": [{"name": n, "passed": c.get("passed", 0), "failed": c.get("failed", 0)} for n, c in checks.items()],
+            "check_list": [{"name": n, "passed": c.get("passed", 0), "failed": c.get("failed", 0), "waived": c.get("waived", 0),
+                            "reason": (k.get("waivers") or {}).get(n), "stale": n in (k.get("stale_waivers") or [])}
+                           for n, c in checks.items()],
             "ratio_bar": min(100.0, 100.0 * (k.get("worst_err_ratio") or 0.0)),
         })
     return rows
@@ -88,10 +90,10 @@ def _case_rows_html(cases: list[dict]) -> markupsafe.Markup:
     esc = markupsafe.escape
     out = []
     for r in cases:
-        verdict = "passed" if r.get("passed") else "failed"
+        verdict = "waived" if r.get("waived") else "passed" if r.get("passed") else "failed"
         op, kernel, check, dtype = (esc(r.get(k, "")) for k in ("op", "kernel", "check", "dtype"))
         case_id = str(r.get("case_id", ""))
-        title = f' title="{esc(r["message"])}"' if verdict == "failed" and r.get("message") else ""
+        title = f' title="{esc(r["message"])}"' if verdict != "passed" and r.get("message") else ""
         mismatched = _fmt(r.get("mismatched")) + (f" / {r['numel']}" if r.get("numel") else "")
         out.append(
             f'<tr class="{verdict}" data-op="{op}" data-kernel="{kernel}" data-check="{check}" data-dtype="{dtype}" '
@@ -107,7 +109,7 @@ def _case_rows_html(cases: list[dict]) -> markupsafe.Markup:
 
 def _filter_options(cases: list[dict]) -> dict[str, list[str]]:
     options = {f: sorted({str(c.get(f, "")) for c in cases}) for f in FILTERS if f != "verdict"}
-    options["verdict"] = ["failed", "passed"]
+    options["verdict"] = ["failed", "passed", "waived"]
     return options
 
 

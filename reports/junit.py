@@ -77,6 +77,13 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
             seconds = sum(r.get("seconds") or 0.0 for r in records)
             case = _element(suite, "testcase", classname=f"verify.{op}.{name}", name=check, time=f"{seconds:.3f}")
             failed = [r for r in records if not r.get("passed")]
+            waived = [r for r in records if r.get("waived")]
+            if waived and not failed:  # a declared deviation: neither passed nor failed
+                _element(case, "skipped", message=f"waived: {waived[0]['waived']} ({len(waived)} of {len(records)} "
+                                                  f"cases fail {check} by design; first: {waived[0].get('case_id')})")
+            if check in (k.get("stale_waivers") or []):
+                _element(case, "system-out").text = _clean(
+                    f"stale waiver: {check} is waived ({(k.get('waivers') or {}).get(check)}) but never failed; remove it")
             if failed:
                 worst = verify_report.worst_ratio(r.get("err_ratio") for r in failed) or 0.0
                 message = f"{len(failed)} of {len(records)} cases failed {check}"

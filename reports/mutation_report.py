@@ -52,7 +52,12 @@ def ordered(mutants: list[dict]) -> list[dict]:
     return sorted(mutants, key=lambda m: (STATUS_ORDER.index(m["status"]), m["op"], m["name"]))
 
 
-def print_mutation(report: dict, *, path: str, file=None) -> None:
+COMPACT_STATUSES = ("survived", "timeout", "crashed")  # what a CI log lists; the rest is in the reports
+
+
+def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> None:
+    """``full=False`` (a CI log): the table lists only survivors, timeouts and crashes, and one line
+    says where the others are (a campaign has thousands of killed mutants)."""
     console = Console(file=file or sys.stdout, width=max(160, Console().width), soft_wrap=False)
     if report["refused"] and not report.get("interrupted"):
         console.print(f"[red]mutation campaign refused to score[/]: {report['refused']}", highlight=False)
@@ -63,13 +68,18 @@ def print_mutation(report: dict, *, path: str, file=None) -> None:
     table = Table(title=f"mutate: {report['backend']} on {report['device']}  (seed {report['seed']})")
     for col in ("status", "op", "mutant", "origin", "operator", "location", "detected by", "s"):
         table.add_column(col, justify="right" if col == "s" else "left", overflow="fold")
-    for m in ordered(report["mutants"]):
+    shown = [m for m in ordered(report["mutants"]) if full or m["status"] in COMPACT_STATUSES]
+    for m in shown:
         k = m["killed_by"]
         by = f"{k['check']} @ {short_case(k['case_id'])}" if k else (m["note"][:60] if m["note"] else "-")
         style = STATUS_STYLE[m["status"]]
         table.add_row(f"[{style}]{m['status']}[/]", m["op"], m["name"], m["origin"], m["operator"] or "-",
                       m["location"] or "-", by, f"{m['seconds']:.1f}")
-    console.print(table)
+    if shown or full:
+        console.print(table)
+    if len(shown) < len(report["mutants"]):
+        console.print(f"{len(report['mutants']) - len(shown)} more mutant(s) (killed, incompetent, equivalent) are listed "
+                      f"in {path} and index.html", highlight=False)
 
     for m in ordered(report["mutants"]):
         if m["status"] != "survived":

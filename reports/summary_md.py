@@ -45,6 +45,12 @@ def _verify_lines(verify: dict) -> list[str]:
             verdict = f"NOT VERIFIED ({k.get('unverified_reason') or 'no value compared'})"
         lines.append(f"| {_cell(k.get('op'))} | `{_cell(k.get('name'))}` | {verdict} | {k.get('cases')} | {k.get('failed')} "
                      f"| {_cell(failed_checks)} | {_ratio(k.get('worst_err_ratio'))} |")
+    for k in verify.get("kernels", []):
+        if k.get("waived"):
+            reasons = "; ".join(f"`{c}`: {_cell(why)}" for c, why in (k.get("waivers") or {}).items())
+            lines += ["", f"Waived `{_cell(k.get('name'))}`: {k['waived']} failed check(s) declared deliberate ({reasons})"]
+        for check in k.get("stale_waivers") or []:
+            lines += ["", f"**Stale waiver** `{_cell(k.get('name'))}`: `{check}` is waived but never failed; remove it"]
     failures = [r for r in verify.get("cases", []) if not r.get("passed")]
     if failures:
         lines += ["", f"<details><summary>First failures ({min(MAX_FAILURES, len(failures))} of {len(failures)} failed checks)</summary>", ""]

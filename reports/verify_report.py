@@ -11,6 +11,10 @@ checks (``value_checks``: the forward output and each gradient) were not each co
 least once, proves nothing, so it does not pass (``passed`` is false) unless the run allows
 it (``allow_unverified``). Value comparisons are counted from the records alone: a record
 with ``max_abs_err`` set is one.
+Waivers (a kernel's declared deviations): a waived record has ``passed: true`` and ``waived``: the
+reason; it counts as neither passed nor failed. A kernel summary has ``waived`` (waived check
+records), ``waivers`` ({check: reason}, as declared) and ``stale_waivers`` (declared checks that ran
+and never failed: the waiver can go).
 """
 
 from __future__ import annotations
@@ -42,16 +46,31 @@ def _unverified(records: list[dict], value_checks) -> str:
     return ""
 
 
-def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok", value_checks=None, **extra) -> dict:
+def verdict(record: dict) -> str:
+    """passed | failed | waived (a failure the kernel declares deliberate)."""
+    if record.get("waived"):
+        return "waived"
+    return "passed" if record.get("passed") else "failed"
+
+
+def stale_waivers(records: list[dict], waivers: dict[str, str]) -> list[str]:
+    """Declared waivers whose check ran and never failed."""
+    ran = {r["check"] for r in records}
+    waived = {r["check"] for r in records if r.get("waived")}
+    return sorted(c for c in waivers if c in ran and c not in waived)
+
+
+def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok", value_checks=None,
+                   waivers: dict | None = None, **extra) -> dict:
     case_ids = {r["case_id"] for r in records}
     failed_ids = {r["case_id"] for r in records if not r["passed"]}
     unverified = _unverified(records, value_checks) if status == "ok" and not failed_ids else ""
-    verdict = "fail" if status != "ok" or failed_ids else ("not verified" if unverified else "pass")
-    by_check = Counter((r["check"], r["passed"]) for r in records)
+    kernel_verdict = "fail" if status != "ok" or failed_ids else ("not verified" if unverified else "pass")
+    by_check = Counter((r["check"], verdict(r)) for r in records)
     checks = {}
-    for (check, passed), count in sorted(by_check.items()):
+    for (check, outcome), count in sorted(by_check.items()):
         entry = checks.setdefault(check, {"passed": 0, "failed": 0})
-        entry["passed" if passed else "failed"] += count
+        entry[outcome] = entry.get(outcome, 0) + count
     worst = worst_ratio(r.get("err_ratio") for r in records)
     phases = {"kernel": 0.0, "compile": 0.0, "oracle": 0.0, "checks": 0.0}
     for r in records:
@@ -66,13 +85,16 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
     return {
         "op": op,
         "name": name,
-        "passed": verdict == "pass",
-        "verdict": verdict,
+        "passed": kernel_verdict == "pass",
+        "verdict": kernel_verdict,
         "unverified_reason": unverified or None,
         "value_comparisons": sum(1 for r in records if r.get("max_abs_err") is not None),
         "value_checks": list(value_checks) if value_checks is not None else None,
         "cases": len(case_ids),
         "failed": len(failed_ids),
+        "waived": sum(1 for r in records if r.get("waived")),
+        "waivers": dict(waivers or {}),
+        "stale_waivers": stale_waivers(records, waivers or {}),
         "status": status,
         "checks": checks,
         "worst_err_ratio": worst,

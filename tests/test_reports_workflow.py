@@ -30,7 +30,20 @@ def _steps(job):
 
 
 def _jobs_by_runner(workflow):
-    return {("gpu" if isinstance(job["runs-on"], list) else job["runs-on"]): job for job in workflow["jobs"].values()}
+    # the gates; the GPU matrix (gpu-shard*, off by default) is checked on its own
+    return {("gpu" if isinstance(job["runs-on"], list) else job["runs-on"]): job
+            for name, job in workflow["jobs"].items() if not name.startswith("gpu-shard")}
+
+
+def test_the_gpu_matrix_runs_parts_and_merges_them(workflow):
+    parts, merge = workflow["jobs"]["gpu-shard"], workflow["jobs"]["gpu-shard-merge"]
+    shards = parts["strategy"]["matrix"]["shard"]
+    runs = " ".join(s.get("run", "") for s in _steps(parts))
+    assert "verify --backend cuda --shard ${{ matrix.shard }}/%d" % len(shards) in runs
+    assert "mutate --backend cuda --shard ${{ matrix.shard }}/%d" % len(shards) in runs
+    merged = " ".join(s.get("run", "") for s in _steps(merge))
+    assert "report --merge " + " ".join(f"parts/verify-part-{i}" for i in shards) in merged
+    assert merge["needs"] == "gpu-shard" and "GPU_SHARDS" in parts["if"]
 
 
 def test_triggers_cover_pull_requests(workflow):

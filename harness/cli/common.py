@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+from pathlib import Path
 
 from harness.run import backend as backends
 from harness.run.backend import BACKENDS
@@ -26,6 +28,33 @@ def at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
+
+
+def shard_arg(text: str) -> tuple[int, int]:
+    """``I/K``: this is CI job I (0-based) of K."""
+    index, sep, count = text.partition("/")
+    try:
+        i, k = int(index), int(count)
+    except ValueError:
+        i = k = -1
+    if not sep or k < 1 or not 0 <= i < k:
+        raise argparse.ArgumentTypeError(f"expected I/K with 0 <= I < K (job I of K, e.g. 0/3), got {text!r}")
+    return i, k
+
+
+def add_shard(p: argparse.ArgumentParser, *, what: str) -> None:
+    p.add_argument("--shard", type=shard_arg, default=None, metavar="I/K",
+                   help=f"run only part I of K of the {what} (CI matrix jobs, 0-based); the K parts together are "
+                        "exactly the unsharded run: `python -m harness report --merge DIR ...` joins their reports")
+
+
+def in_part(name: str, shard: tuple[int, int] | None) -> bool:
+    """Whether the item ``name`` (a mutant) belongs to part I of K: a stable hash of the name
+    (not Python's hash(), which changes between processes), so every CI job agrees."""
+    if shard is None:
+        return True
+    index, count = shard
+    return int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) % count == index
 
 
 def jobs_arg(text: str) -> int | str:
@@ -56,6 +85,10 @@ def prepare(args: argparse.Namespace) -> backends.Backend:
     """Choose the backend (before triton is imported), then load ops, kernels and plugins."""
     backend = backends.select(args.backend)
     from harness.registry import loader
+    from harness.settings import PROJECT_ROOT
+
+    if Path.cwd().resolve() != PROJECT_ROOT:  # installed, run elsewhere: workers start in PROJECT_ROOT
+        args.plugin = [str(Path(p).resolve()) for p in args.plugin]
     from harness.registry.registry import REGISTRY
 
     loader.load_all(plugins=args.plugin)

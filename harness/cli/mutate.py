@@ -60,6 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isolate", action="store_true",
                    help="a fresh worker process for every mutant (default: a healthy worker runs mutant after "
                         "mutant; a crash, hang or CUDA error still costs only that worker)")
+    common.add_shard(p, what="mutants (split by a stable hash of their names; every part runs the sanity step)")
 
 
 def _read_kill_cache(path: Path | None) -> dict:
@@ -116,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     entries = [e for e in entries if campaign.observable_on(e, backend.name)]
     if not entries:
         raise UsageError(f"the selected mutants can only be detected on {unobservable[0].meta['backends']}, not on {backend.name}")
+    ops = sorted({e.op for e in entries})  # before --shard: every part runs the sanity step of every op
+    entries = [e for e in entries if common.in_part(e.name, args.shard)]
     case = Case.parse(args.case) if args.case else None
     if case:
         from harness.registry.registry import REGISTRY
@@ -125,7 +128,6 @@ def run(args: argparse.Namespace) -> int:
     max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
     if case:
         max_examples = 0
-    ops = sorted({e.op for e in entries})
     equivalent = campaign.load_equivalent()
     runnable = [e for e in entries if not campaign.is_marked(e, equivalent, backend.name)]
     parallel = common.mutate_jobs(args.jobs, backend, max(2, len(runnable)))
@@ -136,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
                     parallel=parallel, modules=modules, reuse=not args.isolate, hints=campaign.floor_hints(kills))
     header = environment.header(backend.describe(), seed=args.seed)
     header["max_examples"] = max_examples
+    if args.shard is not None:  # `report --merge` checks that every part of the same campaign is there
+        header["shard"] = {"index": args.shard[0], "count": args.shard[1]}
     header["workers"] = {"count": parallel, "reuse": not args.isolate}
     header["not_observable_here"] = [
         {"name": e.name, "backends": list(e.meta["backends"]), "description": e.description} for e in unobservable
@@ -150,8 +154,20 @@ def run(args: argparse.Namespace) -> int:
     checks, _ = campaign.sanity_jobs(ops, shards=campaign.clean_shards(parallel, len(ops)), case=case,
                                      **{k: settings[k] for k in ("backend", "seed", "max_examples", "plugins", "modules")})
     looks = _first_looks(cache, runnable, backend.name, args, parallel) if not case else None
-    with Progress("mutate", len(runnable) + len(checks)) as progress:
-        check, outcomes = campaign.run_campaign(entries, equivalent=equivalent, timeout=args.timeout, case=case,
+    sanity_names = {j.kernel for j in checks}
+
+    def classify(event) -> str:
+        """What a finished job means for the campaign (the CI log's counts and its full lines)."""
+        if event.kind == "skipped":
+            return "not run"
+        if event.job.kernel in sanity_names:
+            forced = event.job.kernel.startswith(campaign.SANITY_PREFIX)
+            return "sanity ok" if (event.failed > 0) == forced else "sanity failed"
+        return "killed" if event.failed > 0 else "survived"
+
+    with Progress("mutate", len(runnable) + len(checks), classify=classify,
+                  shown=("survived", "sanity failed")) as progress:
+        check, outcomes = campaign.run_campaign(entries, ops=ops, equivalent=equivalent, timeout=args.timeout, case=case,
                                                 on_event=progress, first_looks=looks, **settings)
     if looks is not None:
         header["memcheck_first"] = looks.summary()
@@ -192,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
             minimal_cases=campaign.minimal_cases(kept), seconds=time.monotonic() - started, refused=refused,
         )
         path = writer.write_json(args.report_dir, "mutation.json", report)
-        mutation_report.print_mutation(report, path=str(path))
+        mutation_report.print_mutation(report, path=str(path), full=sys.stdout.isatty())
         return report
 
     if check.interrupted:  # what finished is kept; the score covers only that

@@ -23,6 +23,9 @@ EXTRAS = {"train_check.json": "train-check", "exercise.json": "exercise"}
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report-dir", default=common.DEFAULT_REPORT_DIR, metavar="DIR",
                    help=f"where verify.json / mutation.json are and the reports go (default: {common.DEFAULT_REPORT_DIR})")
+    p.add_argument("--merge", nargs="+", default=None, metavar="DIR",
+                   help="join the report directories of a run split with --shard I/K (every part once) into "
+                        "--report-dir, then render; exit 1 if the merged verdict fails")
 
 
 def _read(path: Path) -> dict | None:
@@ -121,7 +124,33 @@ def write_after_run(directory: str | Path) -> bool:
     return True
 
 
+def merge(directories: list[str], into: str | Path) -> list[str]:
+    """Merge the parts' verify.json / mutation.json into ``into``; return the verdicts' names that failed."""
+    from reports import writer
+    from reports.merge import MergeError, merge_mutation, merge_verify
+
+    failed = []
+    for name, merge_fn in (("verify.json", merge_verify), ("mutation.json", merge_mutation)):
+        parts = [(d, data) for d in directories if (data := _read(Path(d) / name)) is not None]
+        if not parts:
+            continue
+        if len(parts) != len(directories):
+            lacking = [d for d in directories if not (Path(d) / name).is_file()]
+            raise UsageError(f"--merge: {name} is in some directories but not in {', '.join(lacking)}")
+        try:
+            merged = merge_fn(parts)
+        except MergeError as exc:
+            raise UsageError(f"--merge: {exc}") from None
+        print(f"merged {len(parts)} part(s) -> {writer.write_json(into, name, merged)}")
+        if not merged.get("passed"):
+            failed.append(name)
+    if not any((Path(d) / n).is_file() for d in directories for n in ("verify.json", "mutation.json")):
+        raise UsageError(f"--merge: no verify.json or mutation.json in {', '.join(directories)}")
+    return failed
+
+
 def run(args: argparse.Namespace) -> int:
+    failed = merge(args.merge, args.report_dir) if args.merge else []
     load(args.report_dir)  # no JSON to render is a usage error, before anything is removed
     try:
         paths = write_all(args.report_dir)
@@ -134,4 +163,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for path in paths:
         print(path)
-    return 0
+    if failed:
+        print(f"report: the merged {' and '.join(failed)} verdict is FAIL", file=sys.stderr)
+    return 1 if failed else 0

@@ -28,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--watchdog", type=float, default=None, metavar="SECONDS",
                    help="a kernel call that has not returned after max(SECONDS, 20 x the slowest call so far) is a "
                         "hang: the case fails with `timeout` and the kernel's job ends (default: harness.settings)")
+    common.add_shard(p, what="cases of every kernel")
     p.add_argument("--no-render", action="store_true",
                    help="write verify.json only, not index.html / junit.xml / summary.md (make verify renders "
                         "them once, at its end, with `python -m harness report`)")
@@ -53,14 +54,19 @@ def run(args: argparse.Namespace) -> int:
         entries = [e for e in entries if e.op == case.op]
         if not entries:
             raise UsageError(f"--case is a {case.op!r} case but no selected kernel implements {case.op!r}")
+    if case is not None and args.shard is not None:
+        raise UsageError("--case runs one case; it cannot be split with --shard")
     max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
     parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, len(entries), shardable=case is None)
     shards = 1 if case else (args.shards or max(1, parallel // len(entries)))
+    # CI part I of K, split again over the local shards: local shard j runs the suite's global
+    # shard I + K*j of K*shards, so the K parts' local shards are every global shard once
+    ci_part, ci_parts = args.shard or (0, 1)
     jobs = [
         Job(
             op=e.op, kernel=e.name, backend=backend.name, seed=args.seed, max_examples=max_examples,
             plugins=tuple(args.plugin), case=case.id if case else None, timeout=args.timeout,
-            shard=i, shards=shards,
+            shard=ci_part + ci_parts * i, shards=ci_parts * shards,
         )
         for e in entries
         for i in range(shards)
@@ -86,11 +92,15 @@ def run(args: argparse.Namespace) -> int:
             verify_report.kernel_summary(
                 entry.op, entry.name, recs, status=status, origin=entry.origin, value_checks=_value_checks(entry.op),
                 contract=entry.contract.describe(), plugin=entry.plugin, seconds=max(p.seconds for p in parts),
+                waivers=entry.contract.waive,
                 worker_seconds=round(sum(p.seconds for p in parts), 3), shards=shards,
             )
         )
     header = environment.header(backend.describe(), seed=args.seed)
     header["seconds"] = round(time.monotonic() - started, 1)  # wall time of the whole command
+    header["max_examples"] = max_examples
+    if args.shard is not None:  # `report --merge` checks that every part of the same run is there
+        header["shard"] = {"index": ci_part, "count": ci_parts}
     interrupted = any(r.status == "interrupted" for r in results)
     if interrupted:
         header["interrupted"] = True  # stopped early (Ctrl-C or SIGTERM): what ran is kept, the verdict is FAIL

@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import collections
 import sys
 import time
+from typing import Callable
 
 from harness.execution.jobs import Event
 
+SUMMARY_EVERY_S = 10.0
+
 
 class Progress:
-    def __init__(self, title: str, total_jobs: int, *, stream=None):
+    """``classify`` (mutate): names what a finished job was ("killed", "survived", "sanity failed"
+    ...); in a log (not a terminal) only the jobs whose class is in ``shown`` get a line of their
+    own, and every SUMMARY_EVERY_S seconds one line counts them all (done/total, per class,
+    elapsed). Without it every finished job gets a line (verify: one job per kernel)."""
+
+    def __init__(self, title: str, total_jobs: int, *, stream=None, classify: Callable[[Event], str] | None = None,
+                 shown: tuple[str, ...] = ()):
         self.title, self.total = title, total_jobs
         self.stream = stream or sys.stderr
         self.finished = 0
         self.live = self.stream.isatty()
+        self.classify, self.shown = classify, shown
+        self.counts: collections.Counter = collections.Counter()
+        self._started = time.monotonic()
+        self._last_summary = self._started
         self._last_line = 0.0
         self._rich = None
         if self.live:
@@ -41,6 +55,14 @@ class Progress:
     def __exit__(self, *exc):
         if self._rich:
             self._rich.stop()
+        elif self.classify:
+            self._summary()
+
+    def _summary(self) -> None:
+        self._last_summary = time.monotonic()
+        counts = ", ".join(f"{n} {what}" for what, n in sorted(self.counts.items()))
+        print(f"[{self.title}] {self.finished}/{self.total} done" + (f": {counts}" if counts else "")
+              + f"; {self._last_summary - self._started:.0f} s", file=self.stream, flush=True)
 
     def __call__(self, event: Event) -> None:
         label = event.job.label
@@ -49,15 +71,23 @@ class Progress:
             verdict = "ok" if event.failed == 0 else f"{event.failed} failed check(s)"
             line = f"[{self.title}] {self.finished}/{self.total} {label}: " + (
                 f"{event.cases_run} cases, {verdict}" if event.kind == "done" else f"not run ({event.current or 'skipped'})")
+            what = self.classify(event) if self.classify else None
+            if what:
+                self.counts[what] += 1
             if self._rich:
                 self._rich.update(self._task, advance=1, status=f"{label} done")
                 self._rich.console.print(line)
-            else:
-                print(line, file=self.stream, flush=True)
+            elif what is None or what in self.shown:
+                print(line + (f" [{what}]" if what else ""), file=self.stream, flush=True)
+            if not self._rich and self.classify and time.monotonic() - self._last_summary >= SUMMARY_EVERY_S:
+                self._summary()
             return
         status = f"{label}: {event.cases_run} cases, {event.failed} failed"
         if self._rich:
             self._rich.update(self._task, status=status)
+        elif self.classify:
+            if time.monotonic() - self._last_summary >= SUMMARY_EVERY_S:
+                self._summary()
         elif time.monotonic() - self._last_line > 15:
             self._last_line = time.monotonic()
             print(f"[{self.title}] {status}", file=self.stream, flush=True)

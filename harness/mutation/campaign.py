@@ -190,7 +190,7 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
                  modules, equivalent: dict[str, dict], timeout: float | None = None, case: str | None = None,
                  on_event: Callable[[Event], None] | None = None, reuse: bool = True,
                  hints: dict[str, tuple[str, ...]] | None = None,
-                 first_looks: FirstLooks | None = None) -> tuple[Sanity, list[Outcome]]:
+                 first_looks: FirstLooks | None = None, ops: list[str] | None = None) -> tuple[Sanity, list[Outcome]]:
     """Sanity and mutants in one pool: the clean run goes first and mutants fill the other slots.
 
     Each mutant's limit is ``timeout`` if given, else TIMEOUT_FACTOR x its op's clean run + margin;
@@ -203,8 +203,11 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
     already running beside the pool: harness.mutation.memcheck_looks) are queued last; when one's turn
     comes, a kill by its look stands for its run, else it runs the suite like any other; while
     its look is still running it waits in the queue (the pool keeps watching the running jobs).
+
+    ``ops``: the ops whose sanity step runs (default: the entries' ops); a part of a sharded
+    campaign passes every selected op, so each part runs the whole sanity step.
     """
-    ops = sorted({e.op for e in entries})
+    ops = sorted(ops if ops is not None else {e.op for e in entries})
     kw = dict(backend=backend, seed=seed, max_examples=max_examples, plugins=plugins, modules=modules, case=case)
     checks, problem = sanity_jobs(ops, shards=clean_shards(parallel, len(ops)), **kw)
     if problem:

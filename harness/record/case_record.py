@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-CHECKS_COMMON = ("inputs_unchanged", "output_meta", "contract", "repeatable", "out_of_bounds", "crash")
+CHECKS_COMMON = ("inputs_unchanged", "output_meta", "contract", "repeatable", "out_of_bounds", "crash", "timeout")
 
 
 @dataclasses.dataclass
@@ -35,6 +35,9 @@ class CaseRecord:
     phase: str = "floor"  # floor | generated | shrunk | explicit
     seconds: float | None = None
     timing: dict | None = None  # first record of a case: seconds in kernel calls, oracle, checks
+    # a failure the kernel declares deliberate (Contract(waive={check: reason})): the reason; such
+    # a record has passed=True so no gate fails on it, and every report shows it as "waived"
+    waived: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -39,6 +39,13 @@ class OpSpec:
     signature: str = ""  # human description of the kernel signature
     forward_check: str = "forward"
     grad_checks: tuple[str, ...] = ()  # one check name per position in OpInputs.grad_wrt
+    special_checks: tuple[str, ...] = ()  # further names check_name() may return (special cases)
+
+    def check_names(self) -> tuple[str, ...]:
+        """Every name a record of this op's ``check`` field can carry (what a waiver may name)."""
+        from harness.record.case_record import CHECKS_COMMON
+
+        return tuple(dict.fromkeys((self.forward_check, *self.grad_checks, *self.special_checks, *CHECKS_COMMON)))
 
     def validate_case(self, case: Case) -> None:
         """Raise UsageError naming the parameter, its value and what is allowed when ``case`` is

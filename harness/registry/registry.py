@@ -29,12 +29,17 @@ class Contract:
     ``deterministic=False`` lets two identical runs differ (atomics): the
     ``repeatable`` check then reports the difference without failing, as long as
     the second run also matches the oracle within the same tolerances.
+    ``waive={check: reason}`` declares a deliberate deviation (Liger-Kernel returns 0 where
+    torch returns NaN when every row is ignored): failures of that check are reported as
+    ``waived`` with the reason, never as passed or failed; a waiver whose check no longer fails
+    is reported as stale. Keys are the op's check names (checked at registration).
     """
 
     dtypes: tuple[torch.dtype, ...] | None = None
     max_n: int | None = None
     contiguous: bool = False
     deterministic: bool = True
+    waive: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.dtypes is not None:
@@ -48,6 +53,14 @@ class Contract:
             object.__setattr__(self, "dtypes", dtypes)
         if self.max_n is not None and (not isinstance(self.max_n, int) or isinstance(self.max_n, bool) or self.max_n < 1):
             raise RegistryError(f"Contract(max_n=...) must be a positive int or None, got {self.max_n!r}")
+        waive = self.waive if self.waive is not None else {}
+        if not isinstance(waive, dict) or not all(isinstance(k, str) and isinstance(v, str) and v.strip()
+                                                  for k, v in waive.items()):
+            raise RegistryError(
+                f"Contract(waive=...) takes a dict of check name -> reason (non-empty strings), got {self.waive!r}; "
+                "write e.g. waive={'all_ignored': 'returns 0 by design'}"
+            )
+        object.__setattr__(self, "waive", dict(waive))
 
     def violations(self, args: Iterable[Any]) -> list[str]:
         """Why these kernel arguments fall outside the contract (empty list: inside)."""
@@ -77,6 +90,8 @@ class Contract:
             parts.append("contiguous")
         if not self.deterministic:
             parts.append("nondeterministic")
+        if self.waive:
+            parts.append("waives " + "/".join(sorted(self.waive)))
         return ", ".join(parts) or "unrestricted"
 
 
@@ -131,6 +146,12 @@ class Registry:
             raise RegistryError(
                 f"{entry.kind} {entry.name!r} ({entry.defined_at}) names unknown op {entry.op!r}; "
                 f"known ops: {', '.join(sorted(self.ops))}"
+            )
+        unknown = sorted(set(entry.contract.waive) - set(self.ops[entry.op].check_names()))
+        if unknown:
+            raise RegistryError(
+                f"{entry.kind} {entry.name!r} ({entry.defined_at}) waives unknown check(s) {', '.join(unknown)} of op "
+                f"{entry.op!r}; known checks: {', '.join(self.ops[entry.op].check_names())}"
             )
         key = (entry.op, entry.name)
         if key in self.entries:

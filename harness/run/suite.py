@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, setti
 
 from harness.cases.case import Case
 from harness.registry.opspec import OpSpec
+from harness.record.case_record import waivers
 from harness.record.case_record import CaseRecord
 from harness.registry.registry import KernelEntry
 from harness.run.runner import CaseRun, run_case
@@ -70,6 +71,7 @@ def run_suite(
         if on_start:
             on_start(case)
         run = run_case(spec, entry, case, backend=backend, device=device, phase=phase, host=host)
+        waivers.apply(run.records, entry.contract.waive)  # before any verdict is drawn from them
         if progress:
             progress(run)
         if run.lost is not None and run.lost.fatal:

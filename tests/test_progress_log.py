@@ -1,0 +1,34 @@
+"""In a CI log (not a terminal), mutate prints periodic counts and the failures in full, not a line per mutant."""
+
+import io
+
+from harness.execution import progress as progress_mod
+from harness.execution.jobs import Event, Job
+
+
+def _done(name: str, failed: int) -> Event:
+    return Event(job=Job(op="rmsnorm", kernel=name, backend="interpreter", seed=0, max_examples=0), kind="done",
+                 cases_run=1, failed=failed, current=None)
+
+
+def test_log_shows_survivors_in_full_and_counts_the_rest(monkeypatch):
+    clock = iter(float(t) for t in range(0, 1000, 3))  # each call 3 s later: a summary every few events
+    monkeypatch.setattr(progress_mod.time, "monotonic", lambda: next(clock))
+    out = io.StringIO()
+    classify = lambda e: "killed" if e.failed else "survived"
+    with progress_mod.Progress("mutate", 40, stream=out, classify=classify, shown=("survived",)) as p:
+        for i in range(40):
+            p(_done(f"gen.m{i}", failed=0 if i == 17 else 1))
+    lines = out.getvalue().splitlines()
+    assert [line for line in lines if "gen.m" in line] == ["[mutate] 18/40 rmsnorm/gen.m17: 1 cases, ok [survived]"]
+    assert lines[-1].startswith("[mutate] 40/40 done: 39 killed, 1 survived;")
+    assert 3 <= sum("done:" in line for line in lines) < 40  # periodic, not per mutant
+
+
+def test_without_classify_every_job_gets_a_line():
+    out = io.StringIO()
+    with progress_mod.Progress("verify", 2, stream=out) as p:
+        p(_done("a", 0))
+        p(_done("b", 2))
+    text = out.getvalue()
+    assert "1/2 rmsnorm/a: 1 cases, ok" in text and "2/2 rmsnorm/b: 1 cases, 2 failed check(s)" in text

@@ -1,0 +1,103 @@
+"""Declared deviations: Contract(waive={check: reason}) reports those failures as waived."""
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import Contract, RegistryError, register_kernel
+from harness.record.case_record import waivers
+from harness.record.case_record import CaseRecord
+from reports import verify_report
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# torch-only kernels (no Triton: fast): one returns float32 for every input dtype, with the
+# output_meta failures that causes waived; the other is correct and waives what never fails
+PLUGIN = '''
+import torch
+from harness import register_kernel, Contract
+
+def _rms(x, gamma, eps):
+    xf = x.float()
+    return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * gamma.float()
+
+@register_kernel("rmsnorm", name="w_fp32_out", contract=Contract(waive={"output_meta": "returns fp32 by design"}))
+def w_fp32_out(x, gamma, eps):
+    return _rms(x, gamma, eps)
+
+@register_kernel("rmsnorm", name="w_stale", contract=Contract(waive={"repeatable": "atomics"}))
+def w_stale(x, gamma, eps):
+    return _rms(x, gamma, eps).to(x.dtype)
+'''
+
+
+def test_unknown_check_name_is_refused_naming_the_known_ones():
+    with pytest.raises(RegistryError, match=r"waives unknown check\(s\) forwrd .*known checks: forward, dx, dgamma"):
+        register_kernel("rmsnorm", name="w_typo", contract=Contract(waive={"forwrd": "typo"}))(lambda x, g, e: x)
+
+
+def test_a_waiver_needs_a_reason():
+    with pytest.raises(RegistryError, match="non-empty strings"):
+        Contract(waive={"dx": " "})
+
+
+def _record(check, passed, case="c1"):
+    return CaseRecord(op="rmsnorm", kernel="k", check=check, case_id=case, shape=[], dtype="float16",
+                      layout="contiguous", passed=passed, message="dtype float32, expected float16")
+
+
+def test_apply_marks_waived_failures_and_points_others_at_the_declaration():
+    records = [_record("output_meta", False), _record("forward", False), _record("dx", True), _record("all_ignored", False)]
+    waivers.apply(records, {"output_meta": "fp32 by design"})
+    meta, forward, dx, ignored = records
+    assert meta.passed and meta.waived == "fp32 by design" and "Contract(waive={'output_meta'" in meta.message
+    assert not forward.passed and forward.waived is None and "Contract" not in forward.message
+    assert dx.passed and dx.waived is None
+    assert not ignored.passed and "Contract(waive={'all_ignored': 'why'})" in ignored.message
+    assert waivers.declaration("repeatable") == "Contract(deterministic=False)"
+
+
+def test_kernel_summary_counts_waived_apart_and_finds_stale_waivers():
+    records = [r.to_dict() for r in (_record("output_meta", True, "a"), _record("forward", True, "a"),
+                                     _record("repeatable", True, "a"))]
+    records[0]["waived"] = "fp32 by design"
+    summary = verify_report.kernel_summary("rmsnorm", "k", records, waivers={"output_meta": "fp32 by design",
+                                                                             "repeatable": "atomics", "dx": "never ran"})
+    assert summary["passed"] and summary["waived"] == 1
+    assert summary["checks"]["output_meta"] == {"passed": 0, "failed": 0, "waived": 1}
+    assert summary["stale_waivers"] == ["repeatable"]  # ran, never failed; dx never ran: not stale
+
+
+@pytest.mark.slow
+def test_verify_reports_waived_failures_everywhere_and_exits_0(tmp_path):
+    plugin = tmp_path / "waiving.py"
+    plugin.write_text(PLUGIN)
+    out = tmp_path / "r"
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "verify", "--backend", "interpreter", "--plugin", str(plugin),
+         "--select", "w_*", "--max-examples", "2", "--report-dir", str(out), "--jobs", "2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "WAIVED w_fp32_out" in proc.stdout and "returns fp32 by design" in proc.stdout
+    assert "stale waiver" in proc.stdout and "w_stale" in proc.stdout
+    report = json.loads((out / "verify.json").read_text())
+    kernels = {k["name"]: k for k in report["kernels"]}
+    assert kernels["w_fp32_out"]["waived"] > 0 and kernels["w_fp32_out"]["passed"]
+    assert kernels["w_stale"]["stale_waivers"] == ["repeatable"] and kernels["w_stale"]["waived"] == 0
+    waived = [r for r in report["cases"] if r.get("waived")]
+    # fp16 and bf16 inputs get a float32 output: only output_meta is waived, the values still pass
+    assert waived and {r["check"] for r in waived} == {"output_meta"}
+    assert all(r["dtype"] != "float32" for r in waived)
+    suites = ET.parse(out / "junit.xml").getroot()
+    meta = [c for c in suites.iter("testcase") if c.get("classname") == "verify.rmsnorm.w_fp32_out" and c.get("name") == "output_meta"]
+    assert meta and meta[0].find("skipped") is not None and "returns fp32 by design" in meta[0].find("skipped").get("message")
+    summary = (out / "summary.md").read_text()
+    assert "Waived `w_fp32_out`" in summary and "**Stale waiver** `w_stale`" in summary
+    html = (out / "index.html").read_text()
+    assert "waived: returns fp32 by design" in html and "stale waiver" in html
