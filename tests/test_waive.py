@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from harness import Contract, RegistryError, register_kernel
-from harness.record.case_record import waivers
+from harness.record import waivers
 from harness.record.case_record import CaseRecord
 from reports import verify_report
 

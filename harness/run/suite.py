@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, setti
 
 from harness.cases.case import Case
 from harness.registry.opspec import OpSpec
-from harness.record.case_record import waivers
+from harness.record import waivers
 from harness.record.case_record import CaseRecord
 from harness.registry.registry import KernelEntry
 from harness.run.runner import CaseRun, run_case
