@@ -462,5 +462,8 @@ OPERATORS: dict[str, Operator] = {
 # instead of counting them as survivors.
 BACKENDS: dict[str, tuple[str, ...]] = {
     "drop_barrier": ("cuda",),  # a race between warps; the interpreter runs a program sequentially
-    "drop_int64_cast": ("cuda",),  # int32 overflow needs > 2**31 elements: GPU index-width cases only
+    # int32 offsets overflow only past 2**31 elements: no case of the harness reaches that size yet
+    # (index-width cases are open work), so these are listed apart everywhere, never scored as
+    # survivors on a GPU where no case could have killed them
+    "drop_int64_cast": (),
 }

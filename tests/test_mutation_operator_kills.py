@@ -131,10 +131,12 @@ def test_mask_and_to_or_is_killed(kernels, markers):
     assert_killed(mutant, original, markers, x, 3, 6)
 
 
-def assert_gpu_only(mutant, original, *args):
-    """Listed apart on the CPU, scored on a GPU; and indeed invisible to the interpreter."""
-    assert mutant.meta["backends"] == ["cuda"]
-    assert campaign.observable_on(mutant, "cuda") and not campaign.observable_on(mutant, "interpreter")
+def assert_gpu_only(mutant, original, *args, backends=("cuda",)):
+    """Listed apart where it cannot be observed, scored where it can; and indeed invisible to the
+    interpreter."""
+    assert mutant.meta["backends"] == list(backends)
+    assert campaign.observable_on(mutant, "cuda") == ("cuda" in backends)
+    assert not campaign.observable_on(mutant, "interpreter")
     assert not differs(mutant.fn(*args), original)
 
 
@@ -148,8 +150,9 @@ def test_drop_barrier_mutant_is_marked_gpu_only(kernels, markers):
     assert_gpu_only(mutant, original, x.clone())
 
 
-def test_drop_int64_cast_mutants_are_marked_gpu_only(kernels, markers):
-    # bug class: int32 row * stride overflows past 2**31 elements; only GPU index-width cases show it
+def test_drop_int64_cast_mutants_are_listed_apart_everywhere(kernels, markers):
+    # bug class: int32 row * stride overflows past 2**31 elements; no case reaches that size yet,
+    # so these mutants are listed apart on every backend rather than scored as survivors
     x = torch.randn(3, 5, generator=torch.Generator().manual_seed(3))
     original = kernels["copy_rows"].fn(x)
     torch.testing.assert_close(original, x)
@@ -160,4 +163,4 @@ def test_drop_int64_cast_mutants_are_marked_gpu_only(kernels, markers):
         "tl.store(Y + row * stride_y + cols, x, mask=cols < N)",
     ]
     for mutant in mutants:
-        assert_gpu_only(mutant, original, x)
+        assert_gpu_only(mutant, original, x, backends=())

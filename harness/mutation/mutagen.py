@@ -343,7 +343,7 @@ def register_module_mutants(module_name: str, entries: list[KernelEntry]) -> int
                     "diff": mutation.diff,
                     "fingerprint": mutation.fingerprint,
                     "kernel": entry.name,
-                    **({"backends": list(backends)} if backends else {}),
+                    **({"backends": list(backends)} if backends is not None else {}),
                 },
             )(fn)
             count += 1
