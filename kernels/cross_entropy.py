@@ -35,6 +35,8 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
+from harness import Contract, register_kernel
+
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
 MEAN_BLOCK = 1024
@@ -236,6 +238,12 @@ class CrossEntropyFunction(torch.autograd.Function):
         return dx, None, None
 
 
+@register_kernel(
+    "cross_entropy",
+    name="triton_cross_entropy",
+    contract=Contract(dtypes=SUPPORTED_DTYPES),
+    description="the project's Triton cross-entropy (mean over non-ignored rows, ignore_index)",
+)
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
     """Mean cross-entropy of logits [N, V] against int64 targets [N], rows equal to
     ignore_index left out (torch.nn.functional.cross_entropy's default reduction)."""
