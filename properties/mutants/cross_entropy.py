@@ -36,7 +36,7 @@ CATALOG = [
         name="cat.ignored_rows_get_gradient",
         bug_class="mask",
         function="_cross_entropy_backward",
-        old="tl.where(valid, dx, 0.0)",
+        old="dx * tl.where(valid, 1.0, 0.0)",
         new="dx",
         why="ignored rows receive softmax - onehot like any other row instead of zero gradient",
     ),
