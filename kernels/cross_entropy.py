@@ -12,7 +12,7 @@ recomputes p from m and s rather than from a saved logsumexp.
 Backward, with upstream gradient u of the scalar loss and p = exp(x - m) / s per row:
 
     dx[i, j] = u / n_valid * (p[i, j] - [j == t_i])     valid rows
-    dx[i, j] = 0                                        ignored rows (all of them when n_valid == 0)
+    dx[i, j] = 0 * (...)                                ignored rows: 0, NaN where the row holds inf/NaN (as torch)
 
 Layout of the work: one program per row, passes over column blocks of BLOCK =
 min(next_power_of_2(V), MAX_BLOCK), so any V works; the mean is one program looping over
@@ -34,6 +34,8 @@ import torch
 import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
+
+from harness import Contract, register_kernel
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
@@ -135,7 +137,8 @@ def _cross_entropy_backward(
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")).to(tl.float32)
         p = tl.exp(x - m) / s
         dx = scale * (p - tl.where(cols == t, 1.0, 0.0))
-        tl.store(DX + row * V + cols, tl.where(valid, dx, 0.0).to(DX.dtype.element_ty), mask=mask)
+        # a product, not a select: an ignored row that holds inf/NaN gets NaN, as torch's 0 * NaN does
+        tl.store(DX + row * V + cols, (dx * tl.where(valid, 1.0, 0.0)).to(DX.dtype.element_ty), mask=mask)
 
 
 def _block(v: int) -> int:
@@ -236,6 +239,12 @@ class CrossEntropyFunction(torch.autograd.Function):
         return dx, None, None
 
 
+@register_kernel(
+    "cross_entropy",
+    name="triton_cross_entropy",
+    contract=Contract(dtypes=SUPPORTED_DTYPES),
+    description="the project's Triton cross-entropy (mean over non-ignored rows, ignore_index)",
+)
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
     """Mean cross-entropy of logits [N, V] against int64 targets [N], rows equal to
     ignore_index left out (torch.nn.functional.cross_entropy's default reduction)."""

@@ -35,6 +35,8 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
+from harness import Contract, register_kernel
+
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
 CALLS = {"forward": 0, "backward": 0}
@@ -320,6 +322,12 @@ class LayerNormFunction(torch.autograd.Function):
         return dx, dweight, dbias, None
 
 
+@register_kernel(
+    "layer_norm",
+    name="triton_layer_norm",
+    contract=Contract(dtypes=SUPPORTED_DTYPES),
+    description="the project's Triton LayerNorm (population variance, any strides, bf16)",
+)
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dimension of a 2-D x."""
     check_contract(x, weight, bias, eps)

@@ -30,6 +30,8 @@ import triton
 import triton.language as tl
 from torch.autograd.function import once_differentiable
 
+from harness import Contract, register_kernel
+
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 1024
 TILE = 4096  # elements per program
@@ -166,6 +168,12 @@ class SwiGLUFunction(torch.autograd.Function):
         return da, db
 
 
+@register_kernel(
+    "swiglu",
+    name="triton_swiglu",
+    contract=Contract(dtypes=SUPPORTED_DTYPES),
+    description="the project's Triton SwiGLU silu(a) * b (2-D tiles, any strides, bf16)",
+)
 def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """y = silu(a) * b = a * sigmoid(a) * b elementwise, for 2-D a and b of one shape."""
     check_contract(a, b)

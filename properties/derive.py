@@ -62,7 +62,11 @@ class DeclaredOp(OpSpec):
         self.inner = {i.shape[-1] for i in tensors if len(i.shape) == rank}  # the row length; other dims count rows
         self.scalars = tuple(i for i in decl.inputs if isinstance(i, Scalar))
         self.ignorable = next((i for i in decl.inputs if isinstance(i, Index) and i.ignore), None)
+        # the forward check of a case whose every row is ignored is recorded (and waivable) under its own name
+        self.special_checks = (ALL_IGNORED,) if self.ignorable is not None else ()
         self.layouts = layouts.PERMUTED_LAYOUTS if rank > 2 else strategies.LAYOUTS
+        if len(tensors) > 1:  # inputs in different layouts in one call (properties.layouts)
+            self.layouts = self.layouts + (layouts.MIXED,)
 
     # --- cases -----------------------------------------------------------------------
     def max_size(self, dim: str, backend: str) -> int:
@@ -151,6 +155,7 @@ class DeclaredOp(OpSpec):
         layout, kind = str(case["layout"]), str(case["values"])
         gen = values.generator(int(case["seed"]))
         args: list[Any] = []
+        k = 0  # the tensor inputs' count, for the mixed layout
         for inp in self.decl.inputs:
             if isinstance(inp, Scalar):
                 args.append(case[inp.name])
@@ -165,10 +170,11 @@ class DeclaredOp(OpSpec):
                 t = values.gains(math.prod(shape), gen).reshape(shape).to(dtype)
             else:
                 t = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
-            args.append(layouts.place(t, layout, device))
+            args.append(layouts.place(t, layouts.for_input(layout, k), device))
+            k += 1
         out_shape = tuple(sizes[d] for d in self.decl.output)
         if out_shape:
-            upstream = layouts.place(values.upstream(out_shape, gen).to(dtype), layout, device)
+            upstream = layouts.place(values.upstream(out_shape, gen).to(dtype), layouts.for_input(layout, -1), device)
         else:  # a scalar: random size and sign, never 1
             size = 0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)
             upstream = (size * (1 if torch.rand((), generator=gen) < 0.5 else -1)).to(dtype).to(device)

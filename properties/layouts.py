@@ -13,6 +13,10 @@ missing offset) reads NaN, and one that writes outside it changes bytes the
 - permuted:    3-D and more: the dimensions of a contiguous tensor in reverse order, viewed back
                (every stride differs from the contiguous one); 1-D and 2-D: as transposed.
                Only declared ops with a 3-D or larger input draw it (PERMUTED_LAYOUTS).
+- mixed:       the tensor inputs of one call in different layouts (the k-th input of a case in
+               MIXED_CYCLE[k % 4], the upstream gradient transposed), for ops with two or more
+               tensor inputs: a kernel that indexes one input with another's strides (copied
+               argument lists) passes every case whose inputs share a layout.
 3-D and larger tensors are transposed in their last two dimensions and column-sliced in the last.
 """
 
@@ -23,6 +27,15 @@ import torch
 from properties.strategies import LAYOUTS
 
 PERMUTED_LAYOUTS = LAYOUTS + ("permuted",)
+MIXED = "mixed"
+MIXED_CYCLE = ("contiguous", "transposed", "col_sliced", "offset")
+
+
+def for_input(layout: str, k: int) -> str:
+    """The layout of the k-th tensor input (k = -1: the upstream gradient) of a case in ``layout``."""
+    if layout != MIXED:
+        return layout
+    return "transposed" if k < 0 else MIXED_CYCLE[k % len(MIXED_CYCLE)]
 
 
 def place(values: torch.Tensor, layout: str, device: str) -> torch.Tensor:

@@ -213,3 +213,73 @@ def test_targets_judge_the_fastest_project_kernel_against_its_goal_and_the_other
     # no project kernel, or no goal: nothing to judge
     assert benchmark.assess_targets([w], [row("torch", "forward", 1.0)]) == []
     assert benchmark.assess_targets([benchmark.Workload("w", make=None, bytes={})], results) == []
+
+
+# The four row-wise ops: (module, project kernel's name, LLM workload, its bytes, inputs of a small
+# call, the torch implementation's name). Bug classes: a byte count that makes the bandwidth
+# column wrong, an LLM shape that is not the one named, an implementation wired with another
+# signature or another formula than the op.
+_LN = (5, 257)
+
+
+def _small_args(op, device):
+    gen = torch.Generator().manual_seed(2)
+    if op == "layer_norm":
+        x, w, b = torch.randn(*_LN, generator=gen), torch.randn(257, generator=gen), torch.randn(257, generator=gen)
+        return (x.to(device), w.to(device), b.to(device), 1e-5)
+    if op == "softmax":
+        return (torch.randn(*_LN, generator=gen).mul(4).to(device),)
+    if op == "swiglu":
+        return (torch.randn(*_LN, generator=gen).to(device), torch.randn(*_LN, generator=gen).to(device))
+    logits = torch.randn(6, 300, generator=gen).mul(2)
+    target = torch.tensor([3, -100, 299, 0, 17, -100])
+    return (logits.to(device), target.to(device), -100)
+
+
+_NEW_BENCHES = {
+    "layer_norm": ("32768x4096 bf16", (2 * 32768 * 4096 + 2 * 4096) * 2, (5 * 32768 * 4096 + 5 * 4096) * 2,
+                   "torch F.layer_norm"),
+    "softmax": ("32768x4096 bf16", 2 * 32768 * 4096 * 2, 5 * 32768 * 4096 * 2, "torch.softmax"),
+    "swiglu": ("32768x4096 bf16", 3 * 32768 * 4096 * 2, 8 * 32768 * 4096 * 2, "torch F.silu(a) * b"),
+    "cross_entropy": ("N=16384 V=128256 bf16", 16384 * 128256 * 2 + 8 * 16384,
+                      3 * 16384 * 128256 * 2 + 16 * 16384, "torch F.cross_entropy"),
+}
+
+
+@pytest.mark.parametrize("op", sorted(_NEW_BENCHES))
+def test_row_op_workloads_have_the_llm_shape_and_count_bytes(op):
+    import importlib
+
+    mod = importlib.import_module(f"bench.{op}")
+    name, fwd, fwd_bwd, _ = _NEW_BENCHES[op]
+    ws = {w.name: w for w in mod.workloads()}
+    assert name in ws and not ws[name].quick
+    assert ws[name].bytes == {"forward": fwd, "forward+backward": fwd_bwd}
+    quick = [w for w in ws.values() if w.quick]
+    assert len(quick) == 1
+    inputs = quick[0].make("cpu")
+    assert inputs.grad_wrt and all(inputs.args[i].is_floating_point() for i in inputs.grad_wrt)
+    if inputs.upstream is not None:  # a tensor output: dy has the output's shape
+        assert inputs.upstream.shape == inputs.args[0].shape
+
+
+@pytest.mark.parametrize("op", sorted(_NEW_BENCHES))
+def test_row_op_implementations_agree_on_a_small_input(op, device):
+    import importlib
+
+    mod = importlib.import_module(f"bench.{op}")
+    impls = mod.implementations()
+    names = list(impls)
+    assert names[0] == f"triton_{op} (project)"
+    torch_name = _NEW_BENCHES[op][3]
+    assert torch_name in impls and any(n.startswith("torch.compile") for n in names)
+    assert any(n.startswith("liger") for n in names)
+    args = _small_args(op, device)
+    expected = impls[torch_name](*args)
+    checked = 0
+    for name, fn in impls.items():
+        if isinstance(fn, benchmark.Unavailable) or name.startswith("torch.compile") or (name.startswith("liger") and device == "cpu"):
+            continue
+        torch.testing.assert_close(fn(*args), expected, atol=1e-5, rtol=1e-4, msg=name)
+        checked += 1
+    assert checked >= 2  # the project kernel was compared with torch, not only torch with itself

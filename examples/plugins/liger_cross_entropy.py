@@ -1,0 +1,41 @@
+"""Liger-Kernel's cross-entropy as an outside kernel: differential testing of a third-party
+implementation against the float64 oracle, through the public plugin API.
+
+    pip install liger-kernel            # not a dependency of the harness
+    python -m harness verify --op cross_entropy --plugin examples/plugins/liger_cross_entropy.py --select liger_cross_entropy
+
+Without liger-kernel this plugin registers nothing (and prints nothing).
+
+Liger's deliberate choice is declared, so it is reported as waived (with the reason), not as a
+failure, and a choice Liger drops later shows up as a stale waiver:
+- every row ignored: the loss is 0 where torch's mean cross-entropy is NaN (``all_ignored``).
+Not waived: Liger's forward stores the gradient into the logits' storage when they require
+grad (its memory saving, stated in liger_kernel/ops/cross_entropy.py); if the harness sees the
+logits changed, that stays a failure for the lead to judge, since callers that reuse the logits
+after the loss get wrong values.
+"""
+
+import torch
+
+from harness import Contract, register_kernel
+
+try:
+    from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
+except ImportError:  # not installed: nothing to verify
+    LigerCrossEntropyFunction = None
+
+if LigerCrossEntropyFunction is not None:
+
+    @register_kernel(
+        "cross_entropy",
+        name="liger_cross_entropy",
+        contract=Contract(
+            dtypes=(torch.float32, torch.float16, torch.bfloat16),
+            waive={"all_ignored": "returns 0 by design when every row is ignored (torch: NaN)"},
+        ),
+        description="Liger-Kernel's LigerCrossEntropyFunction (third party)",
+    )
+    def liger_cross_entropy(logits, target, ignore_index=-100):
+        # Liger 0.8.5: forward(ctx, _input, target, weight, ignore_index, ...) -> (loss, z_loss, ...)
+        out = LigerCrossEntropyFunction.apply(logits, target, None, ignore_index)
+        return out[0] if isinstance(out, tuple) else out

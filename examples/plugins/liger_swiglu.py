@@ -1,0 +1,31 @@
+"""Liger-Kernel's SiLU-and-multiply (SwiGLU's silu(a) * b) as an outside kernel: differential
+testing of a third-party implementation against the float64 oracle, through the public plugin API.
+
+    pip install liger-kernel            # not a dependency of the harness
+    python -m harness verify --op swiglu --plugin examples/plugins/liger_swiglu.py --select liger_swiglu
+
+Without liger-kernel this plugin registers nothing (and prints nothing).
+No deliberate deviation from F.silu(a) * b is documented, so nothing is waived (gate_multiplier
+and down_multiplier keep their defaults of 1.0).
+"""
+
+import torch
+
+from harness import Contract, register_kernel
+
+try:
+    from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+except ImportError:  # not installed: nothing to verify
+    LigerSiLUMulFunction = None
+
+if LigerSiLUMulFunction is not None:
+
+    @register_kernel(
+        "swiglu",
+        name="liger_swiglu",
+        contract=Contract(dtypes=(torch.float32, torch.float16, torch.bfloat16)),
+        description="Liger-Kernel's LigerSiLUMulFunction (third party)",
+    )
+    def liger_swiglu(a, b):
+        # Liger 0.8.5: forward(ctx, a, b, gate_multiplier=1.0, down_multiplier=1.0)
+        return LigerSiLUMulFunction.apply(a, b)
