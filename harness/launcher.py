@@ -38,7 +38,12 @@ def _child(argv: list[str]) -> int:
         print("interrupted", file=sys.stderr)
         rc = 130
     else:
-        rc = cli_main(argv)
+        try:
+            rc = cli_main(argv)
+        except SystemExit as exc:  # argparse's --help and its own exits end the CLI here
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
     _report(fd, rc)
     return rc
 
