@@ -18,22 +18,33 @@ SUBDIR = "incremental"
 
 
 class Store:
-    def __init__(self, report_dir: str | Path, *, enabled: bool = True):
+    def __init__(self, report_dir: str | Path, *, enabled: bool = True, reuse: bool = True):
+        """``enabled=False``: neither read nor write; ``reuse=False`` (--no-cache): a whole run
+        that reads nothing but saves what it computes, for the next run to reuse."""
         self.folder = Path(report_dir) / SUBDIR
         self.enabled = enabled
+        self.reuse = reuse
 
     def _path(self, kind: str, key: str) -> Path:
         return self.folder / f"{kind}-{key}.json"
 
     def get(self, kind: str, key: str) -> dict | None:
         """The saved payload (with ``saved_at``) or None."""
-        if not self.enabled:
+        if not (self.enabled and self.reuse):
             return None
         try:
             data = json.loads(self._path(kind, key).read_text())
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) and "payload" in data else None
+
+    def peek(self, kind: str, key: str) -> dict | None:
+        """Like ``get``, read even under --no-cache (for saying what changed, never to reuse)."""
+        reuse, self.reuse = self.reuse, True
+        try:
+            return self.get(kind, key)
+        finally:
+            self.reuse = reuse
 
     def put(self, kind: str, key: str, payload: dict, parts: dict) -> None:
         if not self.enabled:
