@@ -3,7 +3,9 @@
 A payload is whatever the step needs to stand in for a rerun (a kernel's records and summary,
 a mutant's outcome), saved with the date it was computed and the parts of its key, so a report
 can say what was reused and from when. Only complete results are saved: an interrupted or
-crashed run is never kept. Files are written atomically; an unreadable one is a miss.
+crashed run is never kept. Files are written atomically; an unreadable one is a miss. Each file
+is listed in the folder's .harness-manifest.json (reports/manifest.py), so ``make clean``
+removes the store and nothing else.
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ class Store:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, default=str)
         os.replace(tmp, self._path(kind, key))
+        # listed in the folder's own manifest: `make clean` removes it, and the folder (cached by CI
+        # with its manifest) is the harness's
+        from reports import manifest
+
+        manifest.record(self.folder, self._path(kind, key).name)
 
 
 def now() -> str:
