@@ -61,6 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a fresh worker process for every mutant (default: a healthy worker runs mutant after "
                         "mutant; a crash, hang or CUDA error still costs only that worker)")
     common.add_shard(p, what="mutants (split by a stable hash of their names; every part runs the sanity step)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="run every mutant, reusing no saved outcome (otherwise a mutant's outcome is reused while "
+                        "nothing that can change it has changed: REPORT_DIR/incremental)")
 
 
 def _read_kill_cache(path: Path | None) -> dict:
@@ -136,6 +139,15 @@ def run(args: argparse.Namespace) -> int:
     kills = cache.setdefault("backends", {}).setdefault(backend.name, {})
     settings = dict(backend=backend.name, seed=args.seed, max_examples=max_examples, plugins=args.plugin,
                     parallel=parallel, modules=modules, reuse=not args.isolate, hints=campaign.floor_hints(kills))
+    from harness.incremental import mutants as reuse, plan as incremental
+    from harness.incremental.store import Store
+
+    store = Store(args.report_dir, reuse=not args.no_cache)
+    plans = incremental.mutant_plans(runnable, store, backend=backend.name, settings={
+        "seed": args.seed, "max_examples": max_examples, "case": case, "plugins": sorted(args.plugin),
+        "timeout": args.timeout})
+    saved = reuse.saved_outcomes(plans, runnable)
+    print(reuse.summary_line(plans), flush=True)
     header = environment.header(backend.describe(), seed=args.seed)
     header["max_examples"] = max_examples
     if args.shard is not None:  # `report --merge` checks that every part of the same campaign is there
@@ -165,10 +177,10 @@ def run(args: argparse.Namespace) -> int:
             return "sanity ok" if (event.failed > 0) == forced else "sanity failed"
         return "killed" if event.failed > 0 else "survived"
 
-    with Progress("mutate", len(runnable) + len(checks), classify=classify,
+    with Progress("mutate", len(runnable) - len(saved) + len(checks), classify=classify,
                   shown=("survived", "sanity failed")) as progress:
         check, outcomes = campaign.run_campaign(entries, ops=ops, equivalent=equivalent, timeout=args.timeout, case=case,
-                                                on_event=progress, first_looks=looks, **settings)
+                                                on_event=progress, first_looks=looks, saved=saved, **settings)
     if looks is not None:
         header["memcheck_first"] = looks.summary()
     sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
@@ -232,4 +244,5 @@ def run(args: argparse.Namespace) -> int:
             finish(f"interrupted during the memcheck second look ({header['memcheck']['checked']} of {survivors} "
                    "survivors looked at): the score is not a verdict")
             return 130
+    reuse.save(store, plans, outcomes)  # a complete campaign whose sanity step passed
     return 0 if finish()["passed"] else 1

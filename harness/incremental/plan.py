@@ -105,7 +105,7 @@ def _changed_modules(old: dict, new: dict) -> set[str]:
     names = set()
     for part in ("kernel", "op", "mutant"):
         a, b = old.get(part) or {}, new.get(part) or {}
-        if part == "kernel":
+        if part in ("kernel", "mutant"):
             a, b = a.get("closure", {}), b.get("closure", {})
         if not isinstance(a, dict) or not isinstance(b, dict):
             if a != b:
@@ -131,3 +131,34 @@ def verify_plans(entries, store: Store, *, backend: str, settings: dict) -> list
     return [plan(store, VERIFY, f"{e.op}/{e.name}",
                  kernel_parts(e, REGISTRY.op(e.op), backend=backend, device=device, settings=settings))
             for e in entries]
+
+
+MUTANT = "mutant"
+# outcomes that do not depend on the machine's load: a timeout or a crash is run again
+KEPT_MUTANT_STATUSES = ("killed", "survived", "incompetent")
+
+
+def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict:
+    """Each mutant's plan (by name): its own fingerprint (the diff of a generated mutant, the
+    module closure of a catalog or plugin one) with the closure of its op's project kernels,
+    of the op's declaration and oracle, the harness, the environment and the settings."""
+    from harness.registry.registry import REGISTRY
+
+    device = "cuda" if backend == "cuda" else "cpu"
+    plans = {}
+    for e in entries:
+        originals = {}
+        for k in REGISTRY.select(op=e.op, kind="kernel"):
+            if k.origin == "project":
+                originals.update(keys.closure(k.fn.__module__))
+        parts = {
+            "mutant": {"name": e.name, "fingerprint": e.meta.get("fingerprint"), "diff": e.meta.get("diff"),
+                       "closure": dict(keys.closure(e.fn.__module__))},
+            "kernel": {"op": e.op, "name": e.name, "closure": originals},
+            "op": op_closure(REGISTRY.op(e.op)),
+            "harness": keys.harness_source(),
+            "environment": keys.environment(backend, device),
+            "settings": settings,
+        }
+        plans[e.name] = plan(store, MUTANT, f"{e.op}/{e.name}", parts)
+    return plans

@@ -190,7 +190,8 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
                  modules, equivalent: dict[str, dict], timeout: float | None = None, case: str | None = None,
                  on_event: Callable[[Event], None] | None = None, reuse: bool = True,
                  hints: dict[str, tuple[str, ...]] | None = None,
-                 first_looks: FirstLooks | None = None, ops: list[str] | None = None) -> tuple[Sanity, list[Outcome]]:
+                 first_looks: FirstLooks | None = None, ops: list[str] | None = None,
+                 saved: dict[str, Outcome] | None = None) -> tuple[Sanity, list[Outcome]]:
     """Sanity and mutants in one pool: the clean run goes first and mutants fill the other slots.
 
     Each mutant's limit is ``timeout`` if given, else TIMEOUT_FACTOR x its op's clean run + margin;
@@ -206,6 +207,8 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
 
     ``ops``: the ops whose sanity step runs (default: the entries' ops); a part of a sharded
     campaign passes every selected op, so each part runs the whole sanity step.
+
+    ``saved``: outcomes reused from an earlier campaign (harness.incremental), not run again.
     """
     ops = sorted(ops if ops is not None else {e.op for e in entries})
     kw = dict(backend=backend, seed=seed, max_examples=max_examples, plugins=plugins, modules=modules, case=case)
@@ -217,6 +220,8 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
     for e in entries:
         if is_marked(e, equivalent, backend):
             outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, equivalent[e.name]["reason"].strip())
+        elif saved and e.name in saved:
+            outcomes[e.name] = saved[e.name]
         else:
             to_run.append(e)
     if first_looks is not None:  # by the time the pool reaches these, their looks have mostly ended

@@ -1,0 +1,40 @@
+"""Mutant outcomes reused from the incremental store, and the new ones saved to it."""
+
+from __future__ import annotations
+
+import collections
+
+from harness.incremental import plan as incremental
+from harness.incremental.store import Store
+
+
+def saved_outcomes(plans: dict, entries) -> dict:
+    """The Outcome of each mutant whose key the store holds, marked with the date it was saved."""
+    from harness.mutation.outcome import Outcome, Status
+
+    found = {}
+    for e in entries:
+        p = plans.get(e.name)
+        if p is None or not p.reused:
+            continue
+        o = p.saved["payload"]
+        found[e.name] = Outcome(e, Status(o["status"]), o.get("killed_by"), o.get("seconds", 0.0), o.get("note", ""),
+                                o.get("gpu"), reused_from=p.saved["saved_at"])
+    return found
+
+
+def summary_line(plans: dict) -> str:
+    reused = sum(p.reused for p in plans.values())
+    reasons = collections.Counter(p.reason for p in plans.values() if not p.reused)
+    why = "; ".join(f"{n} x {r}" for r, n in reasons.most_common(3))
+    return f"mutate: {reused} mutant outcome(s) reused, {len(plans) - reused} rerun" + (f" ({why})" if why else "")
+
+
+def save(store: Store, plans: dict, outcomes) -> None:
+    """Keep each outcome computed now whose status does not depend on the machine's load."""
+    for o in outcomes:
+        p = plans.get(o.entry.name)
+        if p is None or p.reused or o.reused_from or o.status.value not in incremental.KEPT_MUTANT_STATUSES:
+            continue
+        payload = {k: v for k, v in o.to_dict().items() if k in ("status", "killed_by", "seconds", "note", "gpu")}
+        incremental.remember(store, incremental.MUTANT, f"{o.entry.op}/{o.entry.name}", p, payload)
