@@ -148,6 +148,10 @@ def run(args: argparse.Namespace) -> int:
         "timeout": args.timeout})
     saved = reuse.saved_outcomes(plans, runnable)
     print(reuse.summary_line(plans), flush=True)
+    sanity_plan = incremental.sanity_plan(ops, store, backend=backend.name, settings={
+        "seed": args.seed, "max_examples": max_examples, "case": case, "plugins": sorted(args.plugin)})
+    saved_sanity = reuse.saved_sanity(sanity_plan)
+    print(f"mutate: sanity step of {', '.join(ops)}: {sanity_plan.describe()}", flush=True)
     header = environment.header(backend.describe(), seed=args.seed)
     header["max_examples"] = max_examples
     if args.shard is not None:  # `report --merge` checks that every part of the same campaign is there
@@ -165,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     # the sanity jobs counted as run_campaign builds them, from the same settings (an op may have several kernels)
     checks, _ = campaign.sanity_jobs(ops, shards=campaign.clean_shards(parallel, len(ops)), case=case,
                                      **{k: settings[k] for k in ("backend", "seed", "max_examples", "plugins", "modules")})
+    if saved_sanity is not None:
+        checks = []
     looks = _first_looks(cache, runnable, backend.name, args, parallel) if not case else None
     sanity_names = {j.kernel for j in checks}
 
@@ -180,12 +186,16 @@ def run(args: argparse.Namespace) -> int:
     with Progress("mutate", len(runnable) - len(saved) + len(checks), classify=classify,
                   shown=("survived", "sanity failed")) as progress:
         check, outcomes = campaign.run_campaign(entries, ops=ops, equivalent=equivalent, timeout=args.timeout, case=case,
-                                                on_event=progress, first_looks=looks, saved=saved, **settings)
+                                                on_event=progress, first_looks=looks, saved=saved,
+                                                saved_sanity=saved_sanity, **settings)
     if looks is not None:
         header["memcheck_first"] = looks.summary()
     sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
               "timeouts": check.timeouts, "runs": check.details}
-
+    if saved_sanity is not None:
+        sanity["reused_from"] = sanity_plan.saved["saved_at"]
+    elif check.passed and not check.interrupted:
+        reuse.save_sanity(store, sanity_plan, check)
     header["kill_cache"] = {"path": str(cache_path) if cache_path else None, "hinted": len(kills)}
 
     def finish(refused: str | None = None, *, scored: bool = True) -> dict:

@@ -38,3 +38,19 @@ def save(store: Store, plans: dict, outcomes) -> None:
             continue
         payload = {k: v for k, v in o.to_dict().items() if k in ("status", "killed_by", "seconds", "note", "gpu")}
         incremental.remember(store, incremental.MUTANT, f"{o.entry.op}/{o.entry.name}", p, payload)
+
+
+def saved_sanity(plan_):
+    """The reused Sanity of a passed sanity step, or None (only a passed one is ever saved)."""
+    from harness.mutation.campaign import Sanity
+
+    if not plan_.reused:
+        return None
+    s = plan_.saved["payload"]
+    return Sanity(True, s["reason"], dict(s["clean_seconds"]), list(s["details"]))
+
+
+def save_sanity(store: Store, plan_, check) -> None:
+    payload = {"reason": check.reason, "clean_seconds": check.clean_seconds, "details": check.details}
+    incremental.remember(store, incremental.SANITY, plan_.parts["kernel"]["ops"] and ",".join(plan_.parts["kernel"]["ops"]),
+                         plan_, payload)

@@ -162,3 +162,25 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
         }
         plans[e.name] = plan(store, MUTANT, f"{e.op}/{e.name}", parts)
     return plans
+
+
+SANITY = "sanity"
+
+
+def sanity_plan(ops: list[str], store: Store, *, backend: str, settings: dict) -> Plan:
+    """The sanity step of ``ops`` (their clean kernels pass, their forced failures fail): its key
+    is the closure of the clean kernels, of the forced-failure mutants and of the ops' specs."""
+    from harness.registry.registry import REGISTRY
+
+    device = "cuda" if backend == "cuda" else "cpu"
+    parts = {"kernel": {"ops": ops, "closure": {}}, "op": {}, "mutant": {"closure": {}}}
+    for e in REGISTRY.select(kind="kernel"):
+        if e.origin == "project" and e.op in ops:
+            parts["kernel"]["closure"].update(keys.closure(e.fn.__module__))
+    for e in REGISTRY.select(kind="mutant"):
+        if e.name.startswith("sanity.forced_failure.") and e.op in ops:
+            parts["mutant"]["closure"].update(keys.closure(e.fn.__module__))
+    for op in ops:
+        parts["op"].update(op_closure(REGISTRY.op(op)))
+    parts.update(harness=keys.harness_source(), environment=keys.environment(backend, device), settings=settings)
+    return plan(store, SANITY, ",".join(ops), parts)
