@@ -107,3 +107,28 @@ def test_verify_reuses_an_unchanged_kernel_and_reruns_a_changed_one(tmp_path):
     assert "reused" not in third and f"rerun: {plugin.resolve()} changed" in console
     console, fourth = _verify(plugin, out, "--no-cache")
     assert "reused" not in fourth and "rerun: --no-cache" in console
+
+
+CASE = "rmsnorm:M=17,N=257,dtype=float32,layout=contiguous,values=tiny,eps=1e-12,seed=1002"
+
+
+def _mutate(out, *extra):
+    run = subprocess.run(
+        [sys.executable, "-m", "harness", "mutate", "--backend", "interpreter", "--case", CASE,
+         "--select", "cat.r_squared", "--jobs", "2", "--report-dir", str(out), *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    return run.stdout, json.loads((out / "mutation.json").read_text())
+
+
+def test_mutate_reuses_the_sanity_step_and_each_mutant_outcome(tmp_path):
+    out = tmp_path / "out"
+    console, first = _mutate(out)
+    assert "sanity step of rmsnorm: rerun" in console and "reused_from" not in first["sanity"]
+    console, second = _mutate(out)
+    assert "sanity step of rmsnorm: reused (verdict of " in console and second["sanity"]["reused_from"]
+    (m1,), (m2,) = first["mutants"], second["mutants"]
+    assert m2["reused_from"] and (m2["status"], m2["killed_by"]) == (m1["status"], m1["killed_by"]) == ("killed", m1["killed_by"])
+    assert second["passed"] and second["score"] == first["score"]
+    console, third = _mutate(out, "--no-cache")
+    assert "reused_from" not in third["mutants"][0] and "reused_from" not in third["sanity"]
