@@ -59,8 +59,21 @@ def op_closure(spec) -> dict:
     return parts
 
 
+# the modules that run a suite; their closure reaches what the engine imports outside harness/
+# (case strategies, layouts, value kinds, checks in properties/), which harness_source does not cover
+ENGINE = ("harness.execution.worker", "harness.run.runner", "harness.run.suite", "harness.run.kernel_process")
+
+
+def engine_closure() -> dict:
+    parts: dict[str, str] = {}
+    for module in ENGINE:
+        parts.update(keys.closure(module))
+    return parts
+
+
 def kernel_parts(entry, spec, *, backend: str, device: str, settings: dict) -> dict:
     return {
+        "engine": engine_closure(),
         "kernel": {"op": entry.op, "name": entry.name, "closure": dict(keys.closure(entry.fn.__module__))},
         "op": op_closure(spec),
         "harness": keys.harness_source(),
@@ -103,7 +116,7 @@ def changes(old: dict, new: dict) -> str:
 
 def _changed_modules(old: dict, new: dict) -> set[str]:
     names = set()
-    for part in ("kernel", "op", "mutant"):
+    for part in ("kernel", "op", "mutant", "engine"):
         a, b = old.get(part) or {}, new.get(part) or {}
         if part in ("kernel", "mutant"):
             a, b = a.get("closure", {}), b.get("closure", {})
@@ -156,6 +169,7 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
                        "closure": dict(keys.closure(e.fn.__module__))},
             "kernel": {"op": e.op, "name": e.name, "closure": originals},
             "op": op_closure(REGISTRY.op(e.op)),
+            "engine": engine_closure(),
             "harness": keys.harness_source(),
             "environment": keys.environment(backend, device),
             "settings": settings,
@@ -182,5 +196,5 @@ def sanity_plan(ops: list[str], store: Store, *, backend: str, settings: dict) -
             parts["mutant"]["closure"].update(keys.closure(e.fn.__module__))
     for op in ops:
         parts["op"].update(op_closure(REGISTRY.op(op)))
-    parts.update(harness=keys.harness_source(), environment=keys.environment(backend, device), settings=settings)
+    parts.update(engine=engine_closure(), harness=keys.harness_source(), environment=keys.environment(backend, device), settings=settings)
     return plan(store, SANITY, ",".join(ops), parts)
