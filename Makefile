@@ -5,6 +5,9 @@ REPORT  ?= reports/out
 ARGS    ?=
 # extra arguments of the mutation gate (make mutants, make verify), e.g. MUTATE_ARGS="--min-score 0.95"
 MUTATE_ARGS ?=
+# FULL=1: a whole run, reusing no saved verdict or mutant outcome ($(REPORT)/incremental)
+FULL    ?=
+NO_CACHE := $(if $(filter 1,$(FULL)),--no-cache,)
 # mutation workers: auto = as many as the machine sustains (on CUDA half the cores: each worker
 # spends most of its time compiling on the CPU); mutate's own default is one per GPU
 MUTATE_JOBS ?= auto
@@ -20,9 +23,9 @@ setup:
 ## rendered reports; every step runs even after a failure, and the exit status is the last failure's
 verify: setup
 	@rc=0; export HARNESS_RUN_GROUP="make-verify-$$(date -u +%Y%m%dT%H%M%S)-$$$$"; \
-	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) --no-render $(ARGS) || rc=$$?; \
+	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) --no-render $(NO_CACHE) $(ARGS) || rc=$$?; \
 	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT) || rc=$$?; \
-	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) --jobs $(MUTATE_JOBS) $(MUTATE_ARGS) || rc=$$?; \
+	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) --jobs $(MUTATE_JOBS) $(NO_CACHE) $(MUTATE_ARGS) || rc=$$?; \
 	$(PY) -m harness report --report-dir $(REPORT) || rc=$$?; \
 	if [ $$rc -ne 0 ]; then echo "make verify: FAILED (exit $$rc); see $(REPORT)/index.html"; fi; \
 	exit $$rc

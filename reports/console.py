@@ -36,6 +36,8 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
         verdict = "[green]PASS[/]" if k["passed"] else f"[red]FAIL[/] ({k['status']})" if k["status"] != "ok" else "[red]FAIL[/]"
         if k.get("verdict") == "not verified":
             verdict = "[yellow]NOT VERIFIED[/]"
+        if k.get("reused"):  # the saved verdict of an unchanged kernel (harness.incremental)
+            verdict += f" reused ({k['reused'].get('saved_at')})"
         table.add_row(k["op"], k["name"], verdict, str(k["cases"]), str(k["failed"]), failed_checks, _fmt(k["worst_err_ratio"]))
     console.print(table)
     for k in report["kernels"]:

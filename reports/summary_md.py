@@ -43,6 +43,8 @@ def _verify_lines(verify: dict) -> list[str]:
         verdict = "PASS" if k.get("passed") else "FAIL" + (f" ({k['status']})" if k.get("status") not in (None, "ok") else "")
         if k.get("verdict") == "not verified":
             verdict = f"NOT VERIFIED ({k.get('unverified_reason') or 'no value compared'})"
+        if k.get("reused"):  # the saved verdict of an unchanged kernel, not a run of this gate
+            verdict += f" (reused, verdict of {k['reused'].get('saved_at')})"
         lines.append(f"| {_cell(k.get('op'))} | `{_cell(k.get('name'))}` | {verdict} | {k.get('cases')} | {k.get('failed')} "
                      f"| {_cell(failed_checks)} | {_ratio(k.get('worst_err_ratio'))} |")
     for k in verify.get("kernels", []):

@@ -61,6 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a fresh worker process for every mutant (default: a healthy worker runs mutant after "
                         "mutant; a crash, hang or CUDA error still costs only that worker)")
     common.add_shard(p, what="mutants (split by a stable hash of their names; every part runs the sanity step)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="run every mutant, reusing no saved outcome (otherwise a mutant's outcome is reused while "
+                        "nothing that can change it has changed: REPORT_DIR/incremental)")
 
 
 def _read_kill_cache(path: Path | None) -> dict:
@@ -136,6 +139,19 @@ def run(args: argparse.Namespace) -> int:
     kills = cache.setdefault("backends", {}).setdefault(backend.name, {})
     settings = dict(backend=backend.name, seed=args.seed, max_examples=max_examples, plugins=args.plugin,
                     parallel=parallel, modules=modules, reuse=not args.isolate, hints=campaign.floor_hints(kills))
+    from harness.incremental import mutants as reuse, plan as incremental
+    from harness.incremental.store import Store
+
+    store = Store(args.report_dir, reuse=not args.no_cache)
+    plans = incremental.mutant_plans(runnable, store, backend=backend.name, settings={
+        "seed": args.seed, "max_examples": max_examples, "case": case, "plugins": sorted(args.plugin),
+        "timeout": args.timeout})
+    saved = reuse.saved_outcomes(plans, runnable)
+    print(reuse.summary_line(plans), flush=True)
+    sanity_plan = incremental.sanity_plan(ops, store, backend=backend.name, settings={
+        "seed": args.seed, "max_examples": max_examples, "case": case, "plugins": sorted(args.plugin)})
+    saved_sanity = reuse.saved_sanity(sanity_plan)
+    print(f"mutate: sanity step of {', '.join(ops)}: {sanity_plan.describe()}", flush=True)
     header = environment.header(backend.describe(), seed=args.seed)
     header["max_examples"] = max_examples
     if args.shard is not None:  # `report --merge` checks that every part of the same campaign is there
@@ -153,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     # the sanity jobs counted as run_campaign builds them, from the same settings (an op may have several kernels)
     checks, _ = campaign.sanity_jobs(ops, shards=campaign.clean_shards(parallel, len(ops)), case=case,
                                      **{k: settings[k] for k in ("backend", "seed", "max_examples", "plugins", "modules")})
+    if saved_sanity is not None:
+        checks = []
     looks = _first_looks(cache, runnable, backend.name, args, parallel) if not case else None
     sanity_names = {j.kernel for j in checks}
 
@@ -165,15 +183,19 @@ def run(args: argparse.Namespace) -> int:
             return "sanity ok" if (event.failed > 0) == forced else "sanity failed"
         return "killed" if event.failed > 0 else "survived"
 
-    with Progress("mutate", len(runnable) + len(checks), classify=classify,
+    with Progress("mutate", len(runnable) - len(saved) + len(checks), classify=classify,
                   shown=("survived", "sanity failed")) as progress:
         check, outcomes = campaign.run_campaign(entries, ops=ops, equivalent=equivalent, timeout=args.timeout, case=case,
-                                                on_event=progress, first_looks=looks, **settings)
+                                                on_event=progress, first_looks=looks, saved=saved,
+                                                saved_sanity=saved_sanity, **settings)
     if looks is not None:
         header["memcheck_first"] = looks.summary()
     sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
               "timeouts": check.timeouts, "runs": check.details}
-
+    if saved_sanity is not None:
+        sanity["reused_from"] = sanity_plan.saved["saved_at"]
+    elif check.passed and not check.interrupted:
+        reuse.save_sanity(store, sanity_plan, check)
     header["kill_cache"] = {"path": str(cache_path) if cache_path else None, "hinted": len(kills)}
 
     def finish(refused: str | None = None, *, scored: bool = True) -> dict:
@@ -232,4 +254,5 @@ def run(args: argparse.Namespace) -> int:
             finish(f"interrupted during the memcheck second look ({header['memcheck']['checked']} of {survivors} "
                    "survivors looked at): the score is not a verdict")
             return 130
+    reuse.save(store, plans, outcomes)  # a complete campaign whose sanity step passed
     return 0 if finish()["passed"] else 1

@@ -32,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-render", action="store_true",
                    help="write verify.json only, not index.html / junit.xml / summary.md (make verify renders "
                         "them once, at its end, with `python -m harness report`)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="run every kernel, reusing no saved verdict (otherwise a kernel's verdict is reused while "
+                        "nothing that can change it has changed: REPORT_DIR/incremental)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,13 +65,24 @@ def run(args: argparse.Namespace) -> int:
     # CI part I of K, split again over the local shards: local shard j runs the suite's global
     # shard I + K*j of K*shards, so the K parts' local shards are every global shard once
     ci_part, ci_parts = args.shard or (0, 1)
+    from harness.incremental import plan as incremental
+    from harness.incremental.store import Store
+
+    store = Store(args.report_dir, reuse=not args.no_cache)
+    plans = incremental.verify_plans(entries, store, backend=backend.name, settings={
+        "seed": args.seed, "max_examples": max_examples, "case": case.id if case else None,
+        "shard": [ci_part, ci_parts], "plugins": sorted(args.plugin), "timeout": args.timeout,
+        "watchdog": args.watchdog})
+    for e, p in zip(entries, plans):
+        print(f"verify: {e.op}/{e.name}: {p.describe()}", flush=True)
+    to_run = [e for e, p in zip(entries, plans) if not p.reused]
     jobs = [
         Job(
             op=e.op, kernel=e.name, backend=backend.name, seed=args.seed, max_examples=max_examples,
             plugins=tuple(args.plugin), case=case.id if case else None, timeout=args.timeout,
             shard=ci_part + ci_parts * i, shards=ci_parts * shards,
         )
-        for e in entries
+        for e in to_run
         for i in range(shards)
     ]
     if args.watchdog is not None:  # the judges read it (harness.settings.current)
@@ -77,23 +91,36 @@ def run(args: argparse.Namespace) -> int:
         if args.watchdog <= 0:
             raise UsageError(f"--watchdog must be a positive number of seconds, got {args.watchdog}")
         os.environ[WATCHDOG_ENV] = str(args.watchdog)
-    with Progress("verify", len(jobs)) as progress:
-        # a fresh process per job: one kernel's global side effects (a plugin that patches torch)
-        # can never reach another's verdict; the shards of a kernel run side by side anyway
-        results = run_jobs(jobs, parallel=parallel, on_event=progress, reuse=False)
+    results = []
+    if jobs:
+        with Progress("verify", len(jobs)) as progress:
+            # a fresh process per job: one kernel's global side effects (a plugin that patches torch)
+            # can never reach another's verdict; the shards of a kernel run side by side anyway
+            results = run_jobs(jobs, parallel=parallel, on_event=progress, reuse=False)
 
     kernels, records = [], []
-    for n, entry in enumerate(entries):
-        parts = results[n * shards : (n + 1) * shards]
-        recs = [r.to_dict() for part in parts for r in part.records]
-        records += recs
-        status = next((p.status for p in parts if p.status != "ok"), "ok")
+    ran = 0
+    for entry, plan in zip(entries, plans):
+        if plan.reused:
+            run = plan.saved["payload"]
+            extra = {"reused": plan.marker()}
+        else:
+            parts = results[ran * shards : (ran + 1) * shards]
+            ran += 1
+            run = {"records": [r.to_dict() for part in parts for r in part.records],
+                   "status": next((p.status for p in parts if p.status != "ok"), "ok"),
+                   "seconds": max(p.seconds for p in parts),
+                   "worker_seconds": round(sum(p.seconds for p in parts), 3), "shards": shards}
+            extra = {}
+            if all(p.status == "ok" for p in parts):  # only a complete run is kept (no crash, hang, Ctrl-C)
+                incremental.remember(store, incremental.VERIFY, f"{entry.op}/{entry.name}", plan, run)
+        records += run["records"]
         kernels.append(
             verify_report.kernel_summary(
-                entry.op, entry.name, recs, status=status, origin=entry.origin, value_checks=_value_checks(entry.op),
-                contract=entry.contract.describe(), plugin=entry.plugin, seconds=max(p.seconds for p in parts),
-                waivers=entry.contract.waive,
-                worker_seconds=round(sum(p.seconds for p in parts), 3), shards=shards,
+                entry.op, entry.name, run["records"], status=run["status"], origin=entry.origin,
+                value_checks=_value_checks(entry.op), contract=entry.contract.describe(), plugin=entry.plugin,
+                seconds=run["seconds"], waivers=entry.contract.waive, worker_seconds=run["worker_seconds"],
+                shards=run["shards"], **extra,
             )
         )
     header = environment.header(backend.describe(), seed=args.seed)

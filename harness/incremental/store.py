@@ -3,7 +3,9 @@
 A payload is whatever the step needs to stand in for a rerun (a kernel's records and summary,
 a mutant's outcome), saved with the date it was computed and the parts of its key, so a report
 can say what was reused and from when. Only complete results are saved: an interrupted or
-crashed run is never kept. Files are written atomically; an unreadable one is a miss.
+crashed run is never kept. Files are written atomically; an unreadable one is a miss. Each file
+is listed in the folder's .harness-manifest.json (reports/manifest.py), so ``make clean``
+removes the store and nothing else.
 """
 
 from __future__ import annotations
@@ -18,22 +20,33 @@ SUBDIR = "incremental"
 
 
 class Store:
-    def __init__(self, report_dir: str | Path, *, enabled: bool = True):
+    def __init__(self, report_dir: str | Path, *, enabled: bool = True, reuse: bool = True):
+        """``enabled=False``: neither read nor write; ``reuse=False`` (--no-cache): a whole run
+        that reads nothing but saves what it computes, for the next run to reuse."""
         self.folder = Path(report_dir) / SUBDIR
         self.enabled = enabled
+        self.reuse = reuse
 
     def _path(self, kind: str, key: str) -> Path:
         return self.folder / f"{kind}-{key}.json"
 
     def get(self, kind: str, key: str) -> dict | None:
         """The saved payload (with ``saved_at``) or None."""
-        if not self.enabled:
+        if not (self.enabled and self.reuse):
             return None
         try:
             data = json.loads(self._path(kind, key).read_text())
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) and "payload" in data else None
+
+    def peek(self, kind: str, key: str) -> dict | None:
+        """Like ``get``, read even under --no-cache (for saying what changed, never to reuse)."""
+        reuse, self.reuse = self.reuse, True
+        try:
+            return self.get(kind, key)
+        finally:
+            self.reuse = reuse
 
     def put(self, kind: str, key: str, payload: dict, parts: dict) -> None:
         if not self.enabled:
@@ -44,6 +57,11 @@ class Store:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, default=str)
         os.replace(tmp, self._path(kind, key))
+        # listed in the folder's own manifest: `make clean` removes it, and the folder (cached by CI
+        # with its manifest) is the harness's
+        from reports import manifest
+
+        manifest.record(self.folder, self._path(kind, key).name)
 
 
 def now() -> str:

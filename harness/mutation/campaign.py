@@ -190,7 +190,9 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
                  modules, equivalent: dict[str, dict], timeout: float | None = None, case: str | None = None,
                  on_event: Callable[[Event], None] | None = None, reuse: bool = True,
                  hints: dict[str, tuple[str, ...]] | None = None,
-                 first_looks: FirstLooks | None = None, ops: list[str] | None = None) -> tuple[Sanity, list[Outcome]]:
+                 first_looks: FirstLooks | None = None, ops: list[str] | None = None,
+                 saved: dict[str, Outcome] | None = None,
+                 saved_sanity: Sanity | None = None) -> tuple[Sanity, list[Outcome]]:
     """Sanity and mutants in one pool: the clean run goes first and mutants fill the other slots.
 
     Each mutant's limit is ``timeout`` if given, else TIMEOUT_FACTOR x its op's clean run + margin;
@@ -206,17 +208,25 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
 
     ``ops``: the ops whose sanity step runs (default: the entries' ops); a part of a sharded
     campaign passes every selected op, so each part runs the whole sanity step.
+
+    ``saved``: outcomes reused from an earlier campaign (harness.incremental), not run again;
+    ``saved_sanity``: a passed sanity step reused the same way (its clean runs' times set the
+    mutants' limits).
     """
     ops = sorted(ops if ops is not None else {e.op for e in entries})
     kw = dict(backend=backend, seed=seed, max_examples=max_examples, plugins=plugins, modules=modules, case=case)
     checks, problem = sanity_jobs(ops, shards=clean_shards(parallel, len(ops)), **kw)
     if problem:
         return Sanity(False, problem, {}, []), []
+    if saved_sanity is not None:
+        checks = []
     outcomes: dict[str, Outcome] = {}
     to_run = []
     for e in entries:
         if is_marked(e, equivalent, backend):
             outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, equivalent[e.name]["reason"].strip())
+        elif saved and e.name in saved:
+            outcomes[e.name] = saved[e.name]
         else:
             to_run.append(e)
     if first_looks is not None:  # by the time the pool reaches these, their looks have mostly ended
@@ -234,7 +244,7 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
             looked[job.kernel] = found
         return found is not None
 
-    mutant_jobs = [_job(e.op, e.name, timeout=timeout or PROVISIONAL_TIMEOUT_S, **kw) for e in to_run]
+    mutant_jobs = [_job(e.op, e.name, timeout=timeout or _limit(e.op, saved_sanity), **kw) for e in to_run]
     for e, job in zip(to_run, mutant_jobs):
         # a plugin's mutant is outside code that may patch global state: it gets a worker of its
         # own; the project's mutants are copies of a module, executed apart, and share workers
@@ -290,7 +300,7 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
                 os.environ.pop(mutagen.MARKERS_ENV, None)
             else:
                 os.environ[mutagen.MARKERS_ENV] = previous
-    verdict = judge_sanity(checks, results[: len(checks)])
+    verdict = dataclasses.replace(saved_sanity) if saved_sanity is not None else judge_sanity(checks, results[: len(checks)])
     verdict.timeouts = {j.op: round(j.timeout, 1) for j in mutant_jobs}
     verdict.interrupted = any(r.status == "interrupted" for r in results)
     verdict.not_run = not_run
@@ -299,6 +309,13 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
     if not verdict.passed:
         return verdict, []
     return verdict, [outcomes[e.name] for e in entries]
+
+
+def _limit(op: str, saved_sanity: Sanity | None) -> float:
+    """A mutant's first limit: from the reused sanity step's clean run, else provisional."""
+    if saved_sanity is not None and op in saved_sanity.clean_seconds:
+        return TIMEOUT_FACTOR * saved_sanity.clean_seconds[op] + TIMEOUT_MARGIN_S
+    return PROVISIONAL_TIMEOUT_S
 
 
 HINTS_SHARED = 3  # the cases that killed the most mutants last time, tried after a mutant's own

@@ -29,6 +29,7 @@ class Outcome:
     seconds: float = 0.0
     note: str = ""  # incompetence reason, equivalence reason, crash message
     gpu: str | None = None  # the GPU (CUDA_VISIBLE_DEVICES) of the worker that ran it
+    reused_from: str | None = None  # saved_at of the reused outcome (harness.incremental), not run now
 
     def to_dict(self) -> dict:
         e = self.entry
@@ -46,4 +47,5 @@ class Outcome:
             "seconds": round(self.seconds, 3),
             "note": self.note,
             "gpu": self.gpu,
+            **({"reused_from": self.reused_from} if self.reused_from else {}),
         }

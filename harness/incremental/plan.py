@@ -1,0 +1,200 @@
+"""Which kernels' verdicts can be reused: each kernel's key, what the store holds under it, and,
+for a miss, what changed since the kernel's last saved verdict (named on the console).
+
+A kernel's key covers the closure of its module (its jit helpers, a plugin's local imports),
+the closure of its op's declaration and oracle, the harness's source, the environment and the
+run's settings. The store also keeps, per kernel, the parts of its latest saved key (the kind
+``latest``) so that a rerun can say which file changed, not only that something did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.incremental import key as keys
+from harness.incremental.store import Store
+from harness.settings import PROJECT_ROOT
+
+VERIFY = "verify"
+LATEST = "latest"
+
+
+@dataclasses.dataclass
+class Plan:
+    """One kernel's (or mutant's) key, its saved result (None: run it) and why it reruns."""
+
+    key: str
+    parts: dict
+    saved: dict | None
+    reason: str
+
+    @property
+    def reused(self) -> bool:
+        return self.saved is not None
+
+    def describe(self) -> str:
+        if self.saved is not None:
+            return f"reused (verdict of {self.saved['saved_at']})"
+        return f"rerun: {self.reason}"
+
+    def marker(self) -> dict:
+        """What a report records about a reused result."""
+        return {"saved_at": self.saved["saved_at"], "key": self.key}
+
+
+def op_modules(spec) -> list[str]:
+    """The modules that declare an op: its spec's class and, for a declared op, the modules of
+    the declaration's functions (its reference oracle, its error terms)."""
+    modules = {type(spec).__module__}
+    decl = getattr(spec, "decl", None)
+    if decl is not None:
+        modules.update(getattr(v, "__module__", None) for v in vars(decl).values() if callable(v))
+    return sorted(m for m in modules if m)
+
+
+def op_closure(spec) -> dict:
+    parts: dict[str, str] = {}
+    for module in op_modules(spec):
+        parts.update(keys.closure(module))
+    return parts
+
+
+# the modules that run a suite; their closure reaches what the engine imports outside harness/
+# (case strategies, layouts, value kinds, checks in properties/), which harness_source does not cover
+ENGINE = ("harness.execution.worker", "harness.run.runner", "harness.run.suite", "harness.run.kernel_process")
+
+
+def engine_closure() -> dict:
+    parts: dict[str, str] = {}
+    for module in ENGINE:
+        parts.update(keys.closure(module))
+    return parts
+
+
+def kernel_parts(entry, spec, *, backend: str, device: str, settings: dict) -> dict:
+    return {
+        "engine": engine_closure(),
+        "kernel": {"op": entry.op, "name": entry.name, "closure": dict(keys.closure(entry.fn.__module__))},
+        "op": op_closure(spec),
+        "harness": keys.harness_source(),
+        "environment": keys.environment(backend, device),
+        "settings": settings,
+    }
+
+
+def plan(store: Store, kind: str, ident: str, parts: dict) -> Plan:
+    """Look ``parts`` up; ``ident`` names the kernel across keys (for the reason of a rerun)."""
+    key = keys.digest(parts)
+    saved = store.get(kind, key)
+    if saved is not None:
+        return Plan(key, parts, saved, "")
+    if not (store.enabled and store.reuse):
+        return Plan(key, parts, None, "--no-cache")
+    latest = store.peek(LATEST, keys.digest({"kind": kind, "ident": ident}))
+    reason = changes(latest["payload"]["parts"], parts) if latest else "no saved verdict"
+    return Plan(key, parts, None, reason)
+
+
+def remember(store: Store, kind: str, ident: str, plan_: Plan, payload: dict) -> None:
+    """Save a complete result under its key, and its parts as the kernel's latest."""
+    store.put(kind, plan_.key, payload, plan_.parts)
+    store.put(LATEST, keys.digest({"kind": kind, "ident": ident}), {"parts": plan_.parts, "key": plan_.key}, {})
+
+
+def changes(old: dict, new: dict) -> str:
+    """What differs between two keys' parts, in words: the changed files first."""
+    files = sorted(_changed_modules(old, new))
+    if files:
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        return f"{shown} changed"
+    for part in ("harness", "environment", "settings"):
+        if old.get(part) != new.get(part):
+            return {"harness": "the harness changed", "environment": "torch/triton/device changed",
+                    "settings": "the settings changed"}[part]
+    return "the key changed"
+
+
+def _changed_modules(old: dict, new: dict) -> set[str]:
+    names = set()
+    for part in ("kernel", "op", "mutant", "engine"):
+        a, b = old.get(part) or {}, new.get(part) or {}
+        if part in ("kernel", "mutant"):
+            a, b = a.get("closure", {}), b.get("closure", {})
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            if a != b:
+                names.add(f"the {part}")
+            continue
+        names.update(_display(m) for m in set(a) | set(b) if a.get(m) != b.get(m))
+    return names
+
+
+def _display(module: str) -> str:
+    """A module's file relative to the project (kernels/rmsnorm.py), or its name."""
+    path = keys._file_of(module)
+    if path is not None:
+        return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
+    return module
+
+
+def verify_plans(entries, store: Store, *, backend: str, settings: dict) -> list[Plan]:
+    """Each selected kernel's plan for ``verify``."""
+    from harness.registry.registry import REGISTRY
+
+    device = "cuda" if backend == "cuda" else "cpu"
+    return [plan(store, VERIFY, f"{e.op}/{e.name}",
+                 kernel_parts(e, REGISTRY.op(e.op), backend=backend, device=device, settings=settings))
+            for e in entries]
+
+
+MUTANT = "mutant"
+# outcomes that do not depend on the machine's load: a timeout or a crash is run again
+KEPT_MUTANT_STATUSES = ("killed", "survived", "incompetent")
+
+
+def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict:
+    """Each mutant's plan (by name): its own fingerprint (the diff of a generated mutant, the
+    module closure of a catalog or plugin one) with the closure of its op's project kernels,
+    of the op's declaration and oracle, the harness, the environment and the settings."""
+    from harness.registry.registry import REGISTRY
+
+    device = "cuda" if backend == "cuda" else "cpu"
+    plans = {}
+    for e in entries:
+        originals = {}
+        for k in REGISTRY.select(op=e.op, kind="kernel"):
+            if k.origin == "project":
+                originals.update(keys.closure(k.fn.__module__))
+        parts = {
+            "mutant": {"name": e.name, "fingerprint": e.meta.get("fingerprint"), "diff": e.meta.get("diff"),
+                       "closure": dict(keys.closure(e.fn.__module__))},
+            "kernel": {"op": e.op, "name": e.name, "closure": originals},
+            "op": op_closure(REGISTRY.op(e.op)),
+            "engine": engine_closure(),
+            "harness": keys.harness_source(),
+            "environment": keys.environment(backend, device),
+            "settings": settings,
+        }
+        plans[e.name] = plan(store, MUTANT, f"{e.op}/{e.name}", parts)
+    return plans
+
+
+SANITY = "sanity"
+
+
+def sanity_plan(ops: list[str], store: Store, *, backend: str, settings: dict) -> Plan:
+    """The sanity step of ``ops`` (their clean kernels pass, their forced failures fail): its key
+    is the closure of the clean kernels, of the forced-failure mutants and of the ops' specs."""
+    from harness.registry.registry import REGISTRY
+
+    device = "cuda" if backend == "cuda" else "cpu"
+    parts = {"kernel": {"ops": ops, "closure": {}}, "op": {}, "mutant": {"closure": {}}}
+    for e in REGISTRY.select(kind="kernel"):
+        if e.origin == "project" and e.op in ops:
+            parts["kernel"]["closure"].update(keys.closure(e.fn.__module__))
+    for e in REGISTRY.select(kind="mutant"):
+        if e.name.startswith("sanity.forced_failure.") and e.op in ops:
+            parts["mutant"]["closure"].update(keys.closure(e.fn.__module__))
+    for op in ops:
+        parts["op"].update(op_closure(REGISTRY.op(op)))
+    parts.update(engine=engine_closure(), harness=keys.harness_source(), environment=keys.environment(backend, device), settings=settings)
+    return plan(store, SANITY, ",".join(ops), parts)

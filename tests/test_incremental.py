@@ -1,0 +1,134 @@
+"""Incremental runs: a verdict is reused exactly while nothing that can change it has changed."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.incremental import key as keys
+from harness.incremental import plan as incremental
+from harness.incremental.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# a torch-only RMSNorm (no Triton): fast, and its file is the plugin's whole closure
+PLUGIN = '''
+import torch
+from harness import register_kernel
+
+@register_kernel("rmsnorm", name="torch_rms_inc")
+def torch_rms_inc(x, gamma, eps):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * gamma.float()).to(x.dtype)
+'''
+
+
+def _package(tmp_path, monkeypatch):
+    """A throw-away package: a kernel module with a jit helper in another module, an op spec
+    importing its oracle, and an unrelated module."""
+    pkg = tmp_path / "incpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helper.py").write_text("def block():\n    return 128\n")
+    (pkg / "kern.py").write_text("from incpkg.helper import block\n\ndef kernel(x):\n    return x * block()\n")
+    (pkg / "oracle.py").write_text("def reference(x):\n    return x * 128\n")
+    (pkg / "spec.py").write_text("from incpkg import oracle\n\nclass Spec:\n    reference = oracle.reference\n")
+    (pkg / "unrelated.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m == "incpkg" or m.startswith("incpkg.")]:
+        monkeypatch.delitem(sys.modules, name)  # another test's package of the same name
+    return pkg
+
+
+def _key(module_kernel="incpkg.kern", module_op="incpkg.spec"):
+    keys.closure.cache_clear()
+    return keys.digest({"kernel": dict(keys.closure(module_kernel)), "op": dict(keys.closure(module_op))})
+
+
+def test_the_key_follows_the_closure_of_the_kernel_and_of_the_op(tmp_path, monkeypatch):
+    pkg = _package(tmp_path, monkeypatch)
+    first = _key()
+    (pkg / "unrelated.py").write_text("X = 2\n")
+    assert _key() == first  # a file neither imports: same key
+    (pkg / "helper.py").write_text("def block():\n    return 64\n")
+    second = _key()
+    assert second != first  # one line of a module the kernel imports (its jit helper)
+    (pkg / "oracle.py").write_text("def reference(x):\n    return x * 64\n")
+    third = _key()
+    assert third != second  # the op's oracle: every kernel of the op reruns
+    assert _key() == third  # and the key is stable
+    closure = dict(keys.closure("incpkg.kern"))
+    assert {"incpkg.kern", "incpkg.helper"} <= set(closure) and "incpkg.unrelated" not in closure
+
+
+def test_a_rerun_names_the_changed_file(tmp_path, monkeypatch):
+    pkg = _package(tmp_path, monkeypatch)
+    keys.closure.cache_clear()
+    store = Store(tmp_path / "out")
+    parts = {"kernel": {"closure": dict(keys.closure("incpkg.kern"))}, "settings": {"seed": 0}}
+    first = incremental.plan(store, "verify", "op/k", parts)
+    assert not first.reused and first.reason == "no saved verdict"
+    incremental.remember(store, "verify", "op/k", first, {"records": []})
+    again = incremental.plan(store, "verify", "op/k", parts)
+    assert again.reused and again.describe().startswith("reused (verdict of ")
+    (pkg / "kern.py").write_text("from incpkg.helper import block\n\ndef kernel(x):\n    return x + block()\n")
+    keys.closure.cache_clear()
+    changed = {"kernel": {"closure": dict(keys.closure("incpkg.kern"))}, "settings": {"seed": 0}}
+    after = incremental.plan(store, "verify", "op/k", changed)
+    assert not after.reused and after.describe().startswith("rerun: ") and "kern.py changed" in after.reason
+    other_seed = incremental.plan(store, "verify", "op/k", {**parts, "settings": {"seed": 1}})
+    assert not other_seed.reused and other_seed.reason == "the settings changed"
+    assert not incremental.plan(Store(tmp_path / "out", reuse=False), "verify", "op/k", parts).reused
+
+
+def _verify(plugin, out, *extra):
+    run = subprocess.run(
+        [sys.executable, "-m", "harness", "verify", "--backend", "interpreter", "--plugin", str(plugin),
+         "--select", "torch_rms_inc", "--max-examples", "2", "--no-render", "--jobs", "1",
+         "--report-dir", str(out), *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    (kernel,) = json.loads((out / "verify.json").read_text())["kernels"]
+    return run.stdout, kernel
+
+
+def test_verify_reuses_an_unchanged_kernel_and_reruns_a_changed_one(tmp_path):
+    plugin = tmp_path / "torch_rms_inc.py"
+    plugin.write_text(PLUGIN)
+    out = tmp_path / "out"
+    console, first = _verify(plugin, out)
+    assert "rerun: no saved verdict" in console and "reused" not in first and first["passed"]
+    console, second = _verify(plugin, out)
+    assert "reused (verdict of " in console
+    assert second["reused"]["key"] and second["reused"]["saved_at"]
+    assert (second["cases"], second["checks"], second["verdict"]) == (first["cases"], first["checks"], first["verdict"])
+    plugin.write_text(PLUGIN + "\n# one more line\n")
+    console, third = _verify(plugin, out)
+    assert "reused" not in third and f"rerun: {plugin.resolve()} changed" in console
+    console, fourth = _verify(plugin, out, "--no-cache")
+    assert "reused" not in fourth and "rerun: --no-cache" in console
+
+
+CASE = "rmsnorm:M=17,N=257,dtype=float32,layout=contiguous,values=tiny,eps=1e-12,seed=1002"
+
+
+def _mutate(out, *extra):
+    run = subprocess.run(
+        [sys.executable, "-m", "harness", "mutate", "--backend", "interpreter", "--case", CASE,
+         "--select", "cat.r_squared", "--jobs", "2", "--report-dir", str(out), *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    return run.stdout, json.loads((out / "mutation.json").read_text())
+
+
+def test_mutate_reuses_the_sanity_step_and_each_mutant_outcome(tmp_path):
+    out = tmp_path / "out"
+    console, first = _mutate(out)
+    assert "sanity step of rmsnorm: rerun" in console and "reused_from" not in first["sanity"]
+    console, second = _mutate(out)
+    assert "sanity step of rmsnorm: reused (verdict of " in console and second["sanity"]["reused_from"]
+    (m1,), (m2,) = first["mutants"], second["mutants"]
+    assert m2["reused_from"] and (m2["status"], m2["killed_by"]) == (m1["status"], m1["killed_by"]) == ("killed", m1["killed_by"])
+    assert second["passed"] and second["score"] == first["score"]
+    console, third = _mutate(out, "--no-cache")
+    assert "reused_from" not in third["mutants"][0] and "reused_from" not in third["sanity"]
