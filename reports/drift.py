@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["summarize", "limit_failures", "markdown_lines", "figure"]
+__all__ = ["summarize", "limit_failures", "markdown_lines", "console_lines", "figure"]
 
 GREW_SHOWN = 5
 
@@ -46,7 +46,7 @@ def _kernel(op: str, name: str, records: list[dict]) -> dict:
         "max_ulps": _max(c["max_ulps"] for c in per_case),
         "worst_share_base": _max(c["share_base"] for c in per_case),
         "worst_share_head": _max(c["share_head"] for c in per_case),
-        "changed_cases": [c["case_id"] for c in per_case if not c["identical"]],
+        "changed_cases": [{"case_id": c["case_id"], "max_ulps": c["max_ulps"]} for c in per_case if not c["identical"]],
         "grew_most": grew[:GREW_SHOWN],
         "errors": sorted({e for c in per_case for e in c["errors"]}),
     }
@@ -71,7 +71,7 @@ def limit_failures(baseline: dict, *, max_ulps: int | None, bitwise: bool) -> li
         who = f"{k['op']}/{k['name']}"
         if bitwise and k["changed"]:
             reasons.append(f"{who}: {k['changed']} of {k['cases']} case(s) differ bitwise from {baseline['rev']} "
-                           f"(up to {k['max_ulps']} ulps), e.g. {k['changed_cases'][0]}; --require-bitwise")
+                           f"(up to {k['max_ulps']} ulps), e.g. {k['changed_cases'][0]['case_id']}; --require-bitwise")
         elif max_ulps is not None and k["max_ulps"] is not None and k["max_ulps"] > max_ulps:
             reasons.append(f"{who}: up to {k['max_ulps']} ulps from {baseline['rev']}, more than --max-drift-ulps {max_ulps}")
         if (bitwise or max_ulps is not None) and k["errors"]:
@@ -100,6 +100,23 @@ def markdown_lines(baseline: dict | None) -> list[str]:
         lines.append("\nrenamed: " + ", ".join(f"{e['op']}/{e['from']} -> {e['to']}" for e in baseline["renamed"]))
     if baseline.get("failed"):
         lines += ["", "**Drift limit exceeded:** " + "; ".join(baseline["failed"])]
+    return lines
+
+
+def console_lines(baseline: dict) -> list[str]:
+    """One line per kernel for the terminal, then the cases that changed (a few)."""
+    lines = []
+    for k in baseline["kernels"]:
+        lines.append(f"drift vs {baseline['rev']}: {k['op']}/{k['name']}: {k['identical']} of {k['cases']} case(s) bitwise "
+                     f"identical, {k['changed']} changed, max {'-' if k['max_ulps'] is None else k['max_ulps']} ulps, "
+                     f"worst share {_share(k['worst_share_base'])} -> {_share(k['worst_share_head'])}")
+        lines += [f"  changed: {c['case_id']} ({c['max_ulps']} ulps)" for c in k["changed_cases"][:GREW_SHOWN]]
+        if len(k["changed_cases"]) > GREW_SHOWN:
+            lines.append(f"  ... and {len(k['changed_cases']) - GREW_SHOWN} more (verify.json: baseline)")
+        lines += [f"  not compared: {e}" for e in k["errors"][:2]]
+    for what in ("added", "removed"):
+        lines += [f"drift vs {baseline['rev']}: {what} {e['op']}/{e['name']}" for e in baseline.get(what, [])]
+    lines += [f"drift vs {baseline['rev']}: renamed {e['op']}/{e['from']} -> {e['to']}" for e in baseline.get("renamed", [])]
     return lines
 
 

@@ -135,6 +135,10 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     with outdir.signals_held():  # a second Ctrl-C waits: verify.json and its rendered reports are written together
         path = writer.write_json(args.report_dir, "verify.json", report)
         console.print_verify(report, path=str(path))
+        if plan is not None:
+            from reports import drift
+
+            print("\n".join(drift.console_lines(report["baseline"])))
         if not args.no_render:
             from harness.cli import report as report_cli
 
