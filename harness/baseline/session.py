@@ -45,9 +45,13 @@ def pair(head: list, base: list) -> dict:
 
 
 def project_root() -> Path:
-    import kernels
+    """The repository of the ``kernels`` package the registry loads (found without importing it)."""
+    import importlib.util
 
-    return repo_root(Path(kernels.__file__).resolve().parent)
+    from harness.registry.discovery import KERNELS
+
+    spec = importlib.util.find_spec(KERNELS)
+    return repo_root(Path(spec.origin).resolve().parent)
 
 
 @contextlib.contextmanager
