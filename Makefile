@@ -23,7 +23,7 @@ setup:
 ## rendered reports; every step runs even after a failure, and the exit status is the last failure's
 verify: setup
 	@rc=0; export HARNESS_RUN_GROUP="make-verify-$$(date -u +%Y%m%dT%H%M%S)-$$$$"; \
-	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) --no-render $(NO_CACHE) $(ARGS) || rc=$$?; \
+	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) --no-render $(NO_CACHE) $(if $(BASELINE),--baseline $(BASELINE)) $(ARGS) || rc=$$?; \
 	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT) || rc=$$?; \
 	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) --jobs $(MUTATE_JOBS) $(NO_CACHE) $(MUTATE_ARGS) || rc=$$?; \
 	$(PY) -m harness report --report-dir $(REPORT) || rc=$$?; \

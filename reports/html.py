@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
-from reports import plots, timing
+from reports import drift, plots, timing
 
 __all__ = ["render", "FILTERS", "FAILURES_PER_GROUP"]
 
@@ -216,6 +216,8 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
         "options": _filter_options(cases),
         "error_plot": plots.error_ratio_figure(cases, verify.get("kernels", [])) if verify else None,
         "plots_available": plots.available(),
+        "drift": verify.get("baseline") if verify else None,
+        "drift_plot": drift.figure(verify.get("cases", [])) if verify and verify.get("baseline") else None,
         "max_panels": plots.MAX_KERNEL_PANELS,
         "mutation": _mutation_context(mutation) if mutation else None,
         "mutation_command": mutation.get("command") if mutation and verify else None,

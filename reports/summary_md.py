@@ -6,7 +6,7 @@ their repro commands. Kept short: the full picture is index.html in the uploaded
 
 from __future__ import annotations
 
-from reports import timing
+from reports import drift, timing
 
 __all__ = ["render", "MAX_FAILURES", "MAX_SURVIVORS"]
 
@@ -61,7 +61,7 @@ def _verify_lines(verify: dict) -> list[str]:
             lines += [f"- `{r.get('kernel')}` **{r.get('check')}** `{r.get('case_id')}`: {_cell(first)}", "",
                       "  ```", f"  {r.get('repro') or '-'}", "  ```"]
         lines += ["", "</details>"]
-    return lines
+    return lines + drift.markdown_lines(verify.get("baseline"))
 
 
 def _mutation_lines(mutation: dict | None) -> list[str]:

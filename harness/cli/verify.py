@@ -29,6 +29,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a kernel call that has not returned after max(SECONDS, 20 x the slowest call so far) is a "
                         "hang: the case fails with `timeout` and the kernel's job ends (default: harness.settings)")
     common.add_shard(p, what="cases of every kernel")
+    p.add_argument("--baseline", metavar="REV", default=None,
+                   help="also run the kernels of git revision REV (a temporary worktree) on the same cases and report, "
+                        "per kernel and case, bitwise identity, ulps and the error share against REV's")
+    p.add_argument("--max-drift-ulps", type=int, default=None, metavar="N",
+                   help="with --baseline: fail (exit 1) when an output differs from REV's by more than N ulps")
+    p.add_argument("--require-bitwise", action="store_true",
+                   help="with --baseline: fail (exit 1) when an output is not bitwise identical to REV's")
     p.add_argument("--no-render", action="store_true",
                    help="write verify.json only, not index.html / junit.xml / summary.md (make verify renders "
                         "them once, at its end, with `python -m harness report`)")
@@ -38,6 +45,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.baseline is None:
+        if args.max_drift_ulps is not None or args.require_bitwise:
+            raise UsageError("--max-drift-ulps and --require-bitwise compare with a base revision: add --baseline REV")
+        return _run(args, None)
+    if args.max_drift_ulps is not None and args.max_drift_ulps < 0:
+        raise UsageError(f"--max-drift-ulps must be >= 0, got {args.max_drift_ulps}")
+    common.prepare(args)  # the head's kernels, before the base's are loaded beside them
+    from harness.baseline.session import baseline
+    from harness.registry.registry import REGISTRY
+
+    head = [e for e in REGISTRY.select(kind="kernel") if e.origin != "baseline"]
+    with baseline(args.baseline, head) as plan:  # the worktree is removed on any way out
+        return _run(args, plan)
+
+
+def _run(args: argparse.Namespace, plan: dict | None) -> int:
     started = time.monotonic()
     backend = common.prepare(args)
     from harness.cases.case import Case
@@ -46,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.registry.registry import REGISTRY
     from reports import console, environment, verify_report, writer
 
-    entries = REGISTRY.select(op=args.op, kind="kernel", pattern=args.select)
+    entries = [e for e in REGISTRY.select(op=args.op, kind="kernel", pattern=args.select) if e.origin != "baseline"]
     if not entries:
         known = ", ".join(e.name for e in REGISTRY.select(op=args.op, kind="kernel")) or "none"
         raise UsageError(f"--select {args.select!r} matches no kernel{' of op ' + args.op if args.op else ''}; registered: {known}")
@@ -68,11 +91,12 @@ def run(args: argparse.Namespace) -> int:
     from harness.incremental import plan as incremental
     from harness.incremental.store import Store
 
-    store = Store(args.report_dir, reuse=not args.no_cache)
+    # a --baseline run compares with another revision: its records carry drift a saved verdict lacks
+    store = Store(args.report_dir, reuse=not args.no_cache and not args.baseline)
     plans = incremental.verify_plans(entries, store, backend=backend.name, settings={
         "seed": args.seed, "max_examples": max_examples, "case": case.id if case else None,
         "shard": [ci_part, ci_parts], "plugins": sorted(args.plugin), "timeout": args.timeout,
-        "watchdog": args.watchdog})
+        "watchdog": args.watchdog, "baseline": args.baseline})
     for e, p in zip(entries, plans):
         print(f"verify: {e.op}/{e.name}: {p.describe()}", flush=True)
     to_run = [e for e, p in zip(entries, plans) if not p.reused]
@@ -81,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             op=e.op, kernel=e.name, backend=backend.name, seed=args.seed, max_examples=max_examples,
             plugins=tuple(args.plugin), case=case.id if case else None, timeout=args.timeout,
             shard=ci_part + ci_parts * i, shards=ci_parts * shards,
+            **_paired(plan, e),
         )
         for e in to_run
         for i in range(shards)
@@ -132,11 +157,16 @@ def run(args: argparse.Namespace) -> int:
     if interrupted:
         header["interrupted"] = True  # stopped early (Ctrl-C or SIGTERM): what ran is kept, the verdict is FAIL
     report = verify_report.build(header, kernels, records, allow_unverified=args.allow_unverified)
+    drift_failures = _drift(report, plan, kernels, records, args) if plan is not None else []
     from harness.cli import outdir
 
     with outdir.signals_held():  # a second Ctrl-C waits: verify.json and its rendered reports are written together
         path = writer.write_json(args.report_dir, "verify.json", report)
         console.print_verify(report, path=str(path))
+        if plan is not None:
+            from reports import drift
+
+            print("\n".join(drift.console_lines(report["baseline"])))
         if not args.no_render:
             from harness.cli import report as report_cli
 
@@ -146,7 +176,29 @@ def run(args: argparse.Namespace) -> int:
         print("verify: interrupted; the report holds the cases that ran" + (": " + "; ".join(running) if running else ""),
               file=sys.stderr)
         return 130
-    return 0 if report["passed"] else 1
+    for reason in drift_failures:
+        print(f"verify: drift limit: {reason}", file=sys.stderr)
+    return 0 if report["passed"] and not drift_failures else 1
+
+
+def _paired(plan: dict | None, entry) -> dict:
+    """The Job fields that pair a head kernel with its base kernel (none without --baseline)."""
+    if plan is None:
+        return {}
+    from harness.baseline.session import AUTOLOAD
+
+    return {"extra_modules": (AUTOLOAD,), "baseline": plan["pairs"].get((entry.op, entry.name))}
+
+
+def _drift(report: dict, plan: dict, kernels: list[dict], records: list[dict], args) -> list[str]:
+    """verify.json's ``baseline``; the reasons the drift breaks the limits asked for."""
+    from reports import drift
+
+    report["baseline"] = drift.summarize(plan, kernels, records)
+    failures = drift.limit_failures(report["baseline"], max_ulps=args.max_drift_ulps, bitwise=args.require_bitwise)
+    if failures:
+        report["baseline"]["failed"] = failures
+    return failures
 
 
 def _value_checks(op: str) -> list[str]:

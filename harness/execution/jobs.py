@@ -51,6 +51,7 @@ class Job:
     shards: int = 1
     fresh: bool = False  # a worker of its own, closed after it (code the harness cannot vouch for)
     floor_first: tuple[str, ...] = ()  # floor case ids to run first (harness.run.suite; order only)
+    baseline: str | None = None  # verify --baseline: the paired base entry (``base:<name>``), compared per case
 
     @property
     def label(self) -> str:

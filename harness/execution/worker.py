@@ -109,7 +109,23 @@ def run_job(job: dict, index: int, out: _Out, be, process) -> None:
         progress=progress,
         on_start=on_start,
         host=ProcessHost(process),
+        base_host=_base_host(job, process),
     )
+
+
+def _base_host(job: dict, process):
+    """verify --baseline: the paired base kernel, in a kernel process of its own (its crash
+    is never the head's). Closed with the judge's process."""
+    if not job.get("baseline"):
+        return None
+    from harness.run.kernel_process import KernelProcess, ProcessHost
+
+    if getattr(process, "base", None) is None:
+        process.base = KernelProcess(plugins=process.plugins, extra_modules=process.extra_modules,
+                                     backend=process.backend, settings=process.settings)
+    process.base.begin_job()
+    process.base.bind(job["op"], job["baseline"])
+    return ProcessHost(process.base)
 
 
 def _hide_memory(be) -> None:
@@ -178,6 +194,8 @@ def serve() -> int:
     finally:
         if process is not None:
             process.close()
+            if getattr(process, "base", None) is not None:
+                process.base.close()
     return 0
 
 

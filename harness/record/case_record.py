@@ -38,6 +38,8 @@ class CaseRecord:
     # a failure the kernel declares deliberate (Contract(waive={check: reason})): the reason; such
     # a record has passed=True so no gate fails on it, and every report shows it as "waived"
     waived: str | None = None
+    # verify --baseline, on value checks: {identical, max_ulps, share_base, share_head} (harness.baseline)
+    baseline: dict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

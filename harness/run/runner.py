@@ -116,8 +116,10 @@ def _describe_meta(meta: Meta) -> str:
 class _Steps:
     """The steps of one case, each a short method; ``run`` collects their records."""
 
-    def __init__(self, spec: OpSpec, entry: KernelEntry, case: Case, host, *, backend: str, device: str, phase: str):
+    def __init__(self, spec: OpSpec, entry: KernelEntry, case: Case, host, *, backend: str, device: str, phase: str,
+                 base_host=None):
         self.spec, self.entry, self.case, self.host = spec, entry, case, host
+        self.base_host = base_host  # the base revision's kernel (verify --baseline), or None
         self.inputs = spec.make_inputs(case, device)
         # the oracle reads a private copy: a kernel in another process holds the shared inputs
         self.reference = spec.make_inputs(case, device) if getattr(host, "isolated", False) else self.inputs
@@ -146,6 +148,10 @@ class _Steps:
         metas = self.metas(out, grads)
         self.output_meta(metas, grad_error)
         self.values(metas, expected, grad_error)
+        if self.base_host is not None:
+            from harness.baseline.pairing import against_base
+
+            against_base(self, metas, expected, self.base_host)
         if self.run.passed:
             self.repeat(metas, expected, grads)
 
@@ -250,11 +256,12 @@ class _Steps:
 
 
 def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, device: str, phase: str = "floor",
-             host=None) -> CaseRun:
-    """Every check of one case. ``host``: how the kernel is called (default: in this process)."""
+             host=None, base_host=None) -> CaseRun:
+    """Every check of one case. ``host``: how the kernel is called (default: in this process);
+    ``base_host``: a base revision's kernel, compared with it on the same inputs."""
     started = time.perf_counter()
     steps = _Steps(spec, entry, case, host if host is not None else InProcessHost(entry.fn), backend=backend,
-                   device=device, phase=phase)
+                   device=device, phase=phase, base_host=base_host)
     run = steps.run
     try:
         steps.all()

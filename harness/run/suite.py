@@ -56,6 +56,7 @@ def run_suite(
     shard: tuple[int, int] = (0, 1),
     floor_first: Sequence[str] = (),
     host=None,
+    base_host=None,
 ) -> list[CaseRecord]:
     """``floor_first``: ids of floor cases to run before the rest of the floor (the campaign
     puts the cases that killed a mutant last time first). Only the order changes: ids that are
@@ -70,7 +71,7 @@ def run_suite(
     def one(case: Case, phase: str) -> CaseRun:
         if on_start:
             on_start(case)
-        run = run_case(spec, entry, case, backend=backend, device=device, phase=phase, host=host)
+        run = run_case(spec, entry, case, backend=backend, device=device, phase=phase, host=host, base_host=base_host)
         waivers.apply(run.records, entry.contract.waive)  # before any verdict is drawn from them
         if progress:
             progress(run)
