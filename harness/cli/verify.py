@@ -125,10 +125,10 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
 
     kernels, records = [], []
     ran = 0
-    for entry, plan in zip(entries, plans):
-        if plan.reused:
-            run = plan.saved["payload"]
-            extra = {"reused": plan.marker()}
+    for entry, kept in zip(entries, plans):
+        if kept.reused:
+            run = kept.saved["payload"]
+            extra = {"reused": kept.marker()}
         else:
             parts = results[ran * shards : (ran + 1) * shards]
             ran += 1
@@ -138,7 +138,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
                    "worker_seconds": round(sum(p.seconds for p in parts), 3), "shards": shards}
             extra = {}
             if all(p.status == "ok" for p in parts):  # only a complete run is kept (no crash, hang, Ctrl-C)
-                incremental.remember(store, incremental.VERIFY, f"{entry.op}/{entry.name}", plan, run)
+                incremental.remember(store, incremental.VERIFY, f"{entry.op}/{entry.name}", kept, run)
         records += run["records"]
         kernels.append(
             verify_report.kernel_summary(
