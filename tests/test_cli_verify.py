@@ -87,8 +87,9 @@ def test_no_render_writes_verify_json_only(tmp_path):
     proc = harness("verify", "--backend", "interpreter", "--op", "rmsnorm", "--case", case, "--no-render",
                    "--report-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # besides verify.json only the report directory's bookkeeping (manifest and lock file)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".harness-lock", ".harness-manifest.json", "verify.json"]
+    # besides verify.json only the report directory's bookkeeping (manifest, lock file, incremental store)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".harness-lock", ".harness-manifest.json", "incremental",
+                                                          "verify.json"]
 
 
 def test_crashing_and_hanging_kernels_are_recorded_and_the_run_finishes(tmp_path):
