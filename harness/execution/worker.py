@@ -84,7 +84,7 @@ def run_job(job: dict, index: int, out: _Out, be, process) -> None:
     from harness.run.kernel_process import ProcessHost
     from harness.run.suite import run_suite
 
-    spec = REGISTRY.op(job["op"])
+    spec = _op_spec(job)
     entry = _entry(job["op"], job["kernel"], process.bind(job["op"], job["kernel"]))
 
     def on_start(case):
@@ -197,6 +197,20 @@ def serve() -> int:
             if getattr(process, "base", None) is not None:
                 process.base.close()
     return 0
+
+
+def _op_spec(job: dict):
+    """The op's spec: a builtin, or one a plugin declares. Only for the latter does the judge
+    import the plugin files (their op declarations; the kernels they register are captured and
+    dropped: kernels run only in the kernel process)."""
+    from harness.registry import loader
+    from harness.registry.registry import REGISTRY
+
+    if job["op"] not in REGISTRY.ops and job["plugins"]:
+        with REGISTRY.capturing():
+            for path in job["plugins"]:
+                loader.load_plugin(path)
+    return REGISTRY.op(job["op"])
 
 
 def _set_up(key: tuple, job: dict):
