@@ -1,4 +1,4 @@
-"""`pip install .` gives the console script `triton-verify` (the CLI of `python -m harness`) and
+"""`pip install .` gives the console script `triton-verify` (the CLI of `python -m harness`, through harness.launcher) and
 the pytest11 entry point; the wheel carries every subpackage and the data files the engine reads."""
 
 import configparser
@@ -36,7 +36,7 @@ def test_wheel_declares_the_console_script_and_the_pytest_plugin(wheel):
         (ep,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         entry_points = configparser.ConfigParser()
         entry_points.read_string(z.read(ep).decode())
-    assert entry_points["console_scripts"]["triton-verify"] == "harness.cli:main"
+    assert entry_points["console_scripts"]["triton-verify"] == "harness.launcher:main"
     assert entry_points["pytest11"]["harness.pytest_plugin"] == "harness.pytest_plugin"
     for package in ("harness", "harness/cli", "harness/run", "harness/execution", "harness/registry", "harness/compare",
                     "harness/record", "harness/mutation", "harness/workflows", "harness/cases", "properties",
@@ -61,7 +61,7 @@ def test_installed_package_runs_outside_the_checkout(wheel, tmp_path):
     helped = subprocess.run([sys.executable, "-m", "harness", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert helped.returncode == 0 and "verify" in helped.stdout and "mutate" in helped.stdout, helped.stderr
     script = (target / "bin" / "triton-verify").read_text()
-    assert "from harness.cli import main" in script
+    assert "from harness.launcher import main" in script
     # the op specs and kernels are found from the installed package: verify's own selection error lists them
     listed = subprocess.run([sys.executable, "-m", "harness", "verify", "--backend", "interpreter", "--select", "nothing_*"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
