@@ -69,7 +69,8 @@ def _entry(op: str, name: str, data: dict):
 
     c = data["contract"]
     contract = Contract(dtypes=tuple(dtype_from_name(d) for d in c["dtypes"]) if c["dtypes"] is not None else None,
-                        max_n=c["max_n"], contiguous=c["contiguous"], deterministic=c["deterministic"])
+                        max_n=c["max_n"], contiguous=c["contiguous"], deterministic=c["deterministic"],
+                        waive=dict(c.get("waive") or {}))
     return KernelEntry(op, name, _called_in_the_judge, contract, data["kind"], data["origin"], data["defined_at"],
                        data["plugin"], data["description"], dict(data["meta"]))
 

@@ -51,6 +51,7 @@ def _entry_data(entry) -> dict:
         "contract": {
             "dtypes": [str(d).removeprefix("torch.") for d in c.dtypes] if c.dtypes is not None else None,
             "max_n": c.max_n, "contiguous": bool(c.contiguous), "deterministic": bool(c.deterministic),
+            "waive": {str(k): str(v) for k, v in (c.waive or {}).items()},
         },
     }
 
