@@ -8,8 +8,16 @@ Backward (derivation: d silu(a) / d a = s + a * s * (1 - s)):
     da = dy * b * s * (1 + a * (1 - s))
     db = dy * a * s
 
-For large |a| the formula stays finite: exp(-a) overflows to inf at a < -88, giving s = 0,
-and underflows to 0 at a > 88, giving s = 1, which are the limits of the exact values.
+Accuracy: the kernels only ever evaluate e = exp(-|a|), which lies in (0, 1] and never
+overflows, and take s and 1 - s from it without cancellation:
+
+    a >= 0:  s = 1 / (1 + e),  1 - s = e * s
+    a <  0:  s = e / (1 + e),  1 - s = 1 / (1 + e)
+
+For a < 0 the output is proportional to exp(a), whose relative condition number is |a|:
+`tl.exp` on a GPU rounds a * log2(e) to fp32 before its approximate exp2, an error of about
+|a| ulps (about 100 ulps at a = -80). `_exp_nonpositive` recovers that rounding with an
+fma and corrects for it, so the result is good to a few ulps for every a on every backend.
 
 Layout of the work: a 2-D grid of [ROWS, BLOCK_N] tiles (rows on the first axis, which has
 no 65535 limit on a GPU), so any M and N work; every load is upcast to fp32 before any
@@ -36,6 +44,36 @@ SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 1024
 TILE = 4096  # elements per program
 CALLS = {"forward": 0, "backward": 0}
+LOG2E = tl.constexpr(1.4426950408889634)
+LOG2E_HI = tl.constexpr(1.4426950216293335)  # log2(e) rounded to fp32
+LOG2E_LO = tl.constexpr(1.925963033500659e-08)  # log2(e) - LOG2E_HI
+LN2 = tl.constexpr(0.6931471805599453)
+# below this, exp underflows to 0 in fp32 (exp(-104) < half the smallest subnormal); clamping
+# there keeps a = +-inf finite inside the exponent split (the fma of inf would be nan)
+EXP_UNDERFLOW = tl.constexpr(-104.0)
+
+
+@triton.jit
+def _exp_nonpositive(x):
+    """exp(x) for x <= 0 in fp32, to a few ulps.
+
+    exp2(t) with t = fl(x * log2(e)) is off by the rounding of t, a relative error of about
+    |t| ulps; that rounding, d = x * log2(e) - t, is recovered exactly enough with an fma on
+    the split constant, and exp(x) = exp2(t) * 2**d = exp2(t) * (1 + d * ln 2) to first
+    order (|d| < 2**-24 * |t|, so the second-order term is far below an ulp).
+    """
+    t = x * LOG2E
+    d = tl.fma(x, LOG2E_LO, tl.fma(x, LOG2E_HI, -t))
+    return tl.exp2(t) * (1.0 + d * LN2)
+
+
+@triton.jit
+def _sigmoid_pair(a):
+    """(s, 1 - s) for s = sigmoid(a), both without overflow or cancellation."""
+    e = _exp_nonpositive(tl.maximum(-tl.abs(a), EXP_UNDERFLOW))
+    inv = 1.0 / (1.0 + e)
+    s = tl.where(a >= 0, inv, e * inv)
+    return s, tl.where(a >= 0, e * inv, inv)
 
 
 @triton.jit
@@ -57,7 +95,7 @@ def _swiglu_forward(
     mask = (rows < M)[:, None] & (cols < N)[None, :]
     a = tl.load(A + rows[:, None] * stride_am + cols[None, :] * stride_an, mask=mask, other=0.0).to(tl.float32)
     b = tl.load(B + rows[:, None] * stride_bm + cols[None, :] * stride_bn, mask=mask, other=0.0).to(tl.float32)
-    s = 1.0 / (1.0 + tl.exp(-a))
+    s, _ = _sigmoid_pair(a)
     y = a * s * b
     tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
@@ -86,8 +124,8 @@ def _swiglu_backward(
     a = tl.load(A + rows[:, None] * stride_am + cols[None, :] * stride_an, mask=mask, other=0.0).to(tl.float32)
     b = tl.load(B + rows[:, None] * stride_bm + cols[None, :] * stride_bn, mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(DY + rows[:, None] * stride_dym + cols[None, :] * stride_dyn, mask=mask, other=0.0).to(tl.float32)
-    s = 1.0 / (1.0 + tl.exp(-a))
-    da = dy * b * s * (1.0 + a * (1.0 - s))
+    s, one_minus_s = _sigmoid_pair(a)
+    da = dy * b * s * (1.0 + a * one_minus_s)
     db = dy * a * s
     out = rows[:, None] * N + cols[None, :]
     tl.store(DA + out, da.to(DA.dtype.element_ty), mask=mask)
