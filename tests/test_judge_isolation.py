@@ -127,3 +127,48 @@ def test_the_judge_refuses_a_reply_that_would_run_code():  # bug class: a kernel
     evil = pickle.dumps(os.system)
     with pytest.raises(pickle.UnpicklingError, match="forbidden"):
         _Unpickler(io.BytesIO(evil)).load()
+
+
+class _PickyConn:
+    """A pipe end that refuses to send the first N replies holding a tensor (as CUDA IPC refuses
+    to pass back a tensor the kernel process itself received through IPC)."""
+
+    def __init__(self, refusals: int):
+        self.refusals, self.sent = refusals, []
+
+    def send(self, message):
+        import torch
+
+        holds_tensor = any(isinstance(v, torch.Tensor) for v in (message.get("value") or ()))
+        if holds_tensor and self.refusals > 0:
+            self.refusals -= 1
+            raise RuntimeError("cannot share this storage")
+        self.sent.append(message)
+
+
+def test_an_output_that_cannot_be_shared_is_sent_as_a_copy_of_its_values():
+    import torch
+
+    from harness.run import kernel_server
+    from harness.run.kernel_process import _reply
+
+    grad = torch.arange(6.0).reshape(2, 3)
+    conn = _PickyConn(refusals=1)
+    kernel_server._send(conn, {"value": (grad, None), "error": None, "kernel_s": 0.0, "compile_s": 0.0})
+    reply = _reply(conn.sent[-1])
+    assert reply.error is None and torch.equal(reply.value[0], grad) and reply.value[1] is None
+    assert reply.value[0].data_ptr() != grad.data_ptr()
+
+
+def test_an_output_that_cannot_be_sent_at_all_fails_the_kernel_with_the_reason():
+    import torch
+
+    from harness.run import kernel_server
+    from harness.run.kernel_process import _reply
+
+    conn = _PickyConn(refusals=2)
+    kernel_server._send(conn, {"value": (torch.ones(2),), "error": None, "kernel_s": 0.0, "compile_s": 0.0})
+    reply = _reply(conn.sent[-1])  # a well-formed error reply, read by the judge like any other
+    assert reply.value is None
+    assert reply.error.type_name == "RuntimeError"
+    assert "could not be handed to the judge" in reply.error.text and "cannot share this storage" in reply.error.text

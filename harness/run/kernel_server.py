@@ -124,9 +124,27 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...]) -> Non
 
 
 def _send(conn, answer: dict) -> None:
+    """Send a reply; an output that cannot be shared as it is (for instance a kernel that writes
+    its gradients into the input tensors the judge handed over, which came through CUDA IPC and
+    cannot be passed back) is sent as a fresh copy of the same values."""
     try:
         conn.send(answer)
-    except Exception as exc:  # e.g. an output tensor that cannot be shared: the kernel's failure
-        conn.send({"value": None, "error": {"type_name": type(exc).__name__, "message":
-                   f"the kernel's output could not be handed to the judge: {type(exc).__name__}: {exc}",
+        return
+    except Exception as exc:
+        first = exc
+    try:
+        conn.send(dict(answer, value=_copied(answer["value"])))
+    except Exception:  # still not sendable: the kernel's failure, never the judge's guess
+        conn.send({"value": None, "error": {"type_name": type(first).__name__, "text":
+                   f"the kernel's output could not be handed to the judge: {type(first).__name__}: {first}",
                    "oob": None, "rejection": False}, "kernel_s": 0.0, "compile_s": 0.0})
+
+
+def _copied(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, tuple):
+        return tuple(_copied(v) for v in value)
+    return value
