@@ -9,16 +9,16 @@ import time
 
 from harness.cli import common
 from harness.errors import UsageError
+from harness.settings import DEFAULTS, WATCHDOG_ENV
 
 NAME = "verify"
 HELP = "check registered kernels against float64 oracles, case by case"
-DEFAULT_MAX_EXAMPLES = {"interpreter": 30, "cuda": 200}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_selection(p)
     p.add_argument("--case", metavar="CASE_ID", help="re-run exactly one case (the id printed in reports)")
-    p.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS", help="per-kernel time limit")
+    p.add_argument("--timeout", type=float, default=DEFAULTS.job_timeout_s, metavar="SECONDS", help="per-kernel time limit")
     p.add_argument("--shards", type=common.at_least_one, default=None, metavar="K",
                    help="split each kernel's cases over K workers; the case set is the same for any K "
                         "(default: spare worker slots shared among the kernels)")
@@ -82,7 +82,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
             raise UsageError(f"--case is a {case.op!r} case but no selected kernel implements {case.op!r}")
     if case is not None and args.shard is not None:
         raise UsageError("--case runs one case; it cannot be split with --shard")
-    max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
+    max_examples = args.max_examples if args.max_examples is not None else DEFAULTS.max_examples(backend.name)
     parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, len(entries), shardable=case is None)
     shards = 1 if case else (args.shards or max(1, parallel // len(entries)))
     # CI part I of K, split again over the local shards: local shard j runs the suite's global
@@ -111,8 +111,6 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
         for i in range(shards)
     ]
     if args.watchdog is not None:  # the judges read it (harness.settings.current)
-        from harness.settings import WATCHDOG_ENV
-
         if args.watchdog <= 0:
             raise UsageError(f"--watchdog must be a positive number of seconds, got {args.watchdog}")
         os.environ[WATCHDOG_ENV] = str(args.watchdog)

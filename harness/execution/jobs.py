@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from harness.settings import PROJECT_ROOT
+from harness.settings import DEFAULTS, PROJECT_ROOT, current as current_settings
 from harness.cases.case import repro_command, Case
 from harness.record.case_record import CaseRecord
 
@@ -45,7 +45,7 @@ class Job:
     plugins: tuple[str, ...] = ()
     case: str | None = None
     stop_at_first_failure: bool = False
-    timeout: float = 1800.0
+    timeout: float = DEFAULTS.job_timeout_s
     extra_modules: tuple[str, ...] = ()  # modules that register more entries (e.g. generated mutants)
     shard: int = 0  # this job runs the cases of shard ``shard`` of ``shards`` (harness.run.suite)
     shards: int = 1
@@ -356,6 +356,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
     results: dict[int, JobResult] = {}
     index_retries: dict[int, int] = {}
     serial = 0
+    poll_s = current_settings().poll_s
     with tempfile.TemporaryDirectory(prefix="harness-jobs-") as tmp:
         workdir = Path(tmp)
         try:
@@ -381,7 +382,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                             break  # a fresh worker already gone is polled below: crash, with its log
                         worker.kill()  # a reused worker died between jobs: start another for this one
                         worker = None
-                time.sleep(0.05)
+                time.sleep(poll_s)
                 for slot, run in list(workers.items()):
                     if run.idle:
                         continue

@@ -8,14 +8,13 @@ import time
 from typing import Callable
 
 from harness.execution.jobs import Event
-
-SUMMARY_EVERY_S = 10.0
+from harness.settings import current as current_settings
 
 
 class Progress:
     """``classify`` (mutate): names what a finished job was ("killed", "survived", "sanity failed"
     ...); in a log (not a terminal) only the jobs whose class is in ``shown`` get a line of their
-    own, and every SUMMARY_EVERY_S seconds one line counts them all (done/total, per class,
+    own, and every ``summary_every_s`` seconds (harness.settings) one line counts them all (done/total, per class,
     elapsed). Without it every finished job gets a line (verify: one job per kernel)."""
 
     def __init__(self, title: str, total_jobs: int, *, stream=None, classify: Callable[[Event], str] | None = None,
@@ -25,6 +24,7 @@ class Progress:
         self.finished = 0
         self.live = self.stream.isatty()
         self.classify, self.shown = classify, shown
+        self._every = current_settings()
         self.counts: collections.Counter = collections.Counter()
         self._started = time.monotonic()
         self._last_summary = self._started
@@ -79,15 +79,15 @@ class Progress:
                 self._rich.console.print(line)
             elif what is None or what in self.shown:
                 print(line + (f" [{what}]" if what else ""), file=self.stream, flush=True)
-            if not self._rich and self.classify and time.monotonic() - self._last_summary >= SUMMARY_EVERY_S:
+            if not self._rich and self.classify and time.monotonic() - self._last_summary >= self._every.summary_every_s:
                 self._summary()
             return
         status = f"{label}: {event.cases_run} cases, {event.failed} failed"
         if self._rich:
             self._rich.update(self._task, status=status)
         elif self.classify:
-            if time.monotonic() - self._last_summary >= SUMMARY_EVERY_S:
+            if time.monotonic() - self._last_summary >= self._every.summary_every_s:
                 self._summary()
-        elif time.monotonic() - self._last_line > 15:
+        elif time.monotonic() - self._last_line > self._every.running_line_every_s:
             self._last_line = time.monotonic()
             print(f"[{self.title}] {status}", file=self.stream, flush=True)

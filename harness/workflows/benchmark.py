@@ -45,9 +45,9 @@ import torch
 
 from harness.errors import UsageError
 from harness.registry import discovery
+from harness.settings import DEFAULTS
 
 MODES = ("forward", "forward+backward")
-COPY_BYTES = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +212,7 @@ def extra_peak_bytes(call: Callable[[], Any], device: str) -> int | None:
     return int(peak)
 
 
-def copy_ceiling(device: str, clock, protocol: Protocol, nbytes: int = COPY_BYTES) -> dict:
+def copy_ceiling(device: str, clock, protocol: Protocol, nbytes: int = DEFAULTS.bench_copy_bytes) -> dict:
     """Device-to-device copy bandwidth (bytes read + written per second), measured here."""
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)
     src.fill_(1)
