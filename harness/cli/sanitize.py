@@ -83,6 +83,7 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
     from harness.registry import loader
     from harness.cases.case import Case
     from harness.registry.registry import REGISTRY
+    from harness.record.case_record import Phase
     from harness.run.runner import run_case
 
     loader.load_all(plugins=plugins)
@@ -103,7 +104,7 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
     failed = 0
     for case in [Case.parse(only)] if only else pick_cases(inside, count, cover):
         print(f"driver: start {case.id}", flush=True)
-        result = run_case(spec, entry, case, backend=backend.name, device=backend.device, phase="explicit")
+        result = run_case(spec, entry, case, backend=backend.name, device=backend.device, phase=Phase.EXPLICIT)
         bad = [r.check for r in result.records if not r.passed]
         failed += bool(bad)
         if backend.name == "cuda":

@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     started = time.monotonic()
     backend = common.prepare(args)
     from harness.cases.case import Case
-    from harness.execution.jobs import Job, run_jobs
+    from harness.execution.jobs import Job, JobStatus, run_jobs
     from harness.execution.progress import Progress
     from harness.registry.registry import REGISTRY
     from reports import console, environment, verify_report, writer
@@ -131,11 +131,11 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
             parts = results[ran * shards : (ran + 1) * shards]
             ran += 1
             run = {"records": [r.to_dict() for part in parts for r in part.records],
-                   "status": next((p.status for p in parts if p.status != "ok"), "ok"),
+                   "status": next((p.status for p in parts if p.status is not JobStatus.OK), JobStatus.OK).value,
                    "seconds": max(p.seconds for p in parts),
                    "worker_seconds": round(sum(p.seconds for p in parts), 3), "shards": shards}
             extra = {}
-            if all(p.status == "ok" for p in parts):  # only a complete run is kept (no crash, hang, Ctrl-C)
+            if all(p.status is JobStatus.OK for p in parts):  # only a complete run is kept (no crash, hang, Ctrl-C)
                 incremental.remember(store, incremental.VERIFY, f"{entry.op}/{entry.name}", kept, run)
         records += run["records"]
         kernels.append(
@@ -151,7 +151,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     header["max_examples"] = max_examples
     if args.shard is not None:  # `report --merge` checks that every part of the same run is there
         header["shard"] = {"index": ci_part, "count": ci_parts}
-    interrupted = any(r.status == "interrupted" for r in results)
+    interrupted = any(r.status is JobStatus.INTERRUPTED for r in results)
     if interrupted:
         header["interrupted"] = True  # stopped early (Ctrl-C or SIGTERM): what ran is kept, the verdict is FAIL
     report = verify_report.build(header, kernels, records, allow_unverified=args.allow_unverified)
@@ -170,7 +170,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
 
             report_cli.write_after_run(args.report_dir)  # a rendering failure warns; the exit status stays the verdict
     if interrupted:
-        running = [f"{r.job.label} was running {r.current}" for r in results if r.status == "interrupted" and r.current]
+        running = [f"{r.job.label} was running {r.current}" for r in results if r.status is JobStatus.INTERRUPTED and r.current]
         print("verify: interrupted; the report holds the cases that ran" + (": " + "; ".join(running) if running else ""),
               file=sys.stderr)
         return 130

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Callable
 
-from harness.execution.jobs import Event
+from harness.execution.jobs import Event, EventKind
 from harness.settings import current as current_settings
 
 
@@ -66,11 +66,11 @@ class Progress:
 
     def __call__(self, event: Event) -> None:
         label = event.job.label
-        if event.kind in ("done", "skipped"):
+        if event.kind in (EventKind.DONE, EventKind.SKIPPED):
             self.finished += 1
             verdict = "ok" if event.failed == 0 else f"{event.failed} failed check(s)"
             line = f"[{self.title}] {self.finished}/{self.total} {label}: " + (
-                f"{event.cases_run} cases, {verdict}" if event.kind == "done" else f"not run ({event.current or 'skipped'})")
+                f"{event.cases_run} cases, {verdict}" if event.kind is EventKind.DONE else f"not run ({event.current or 'skipped'})")
             what = self.classify(event) if self.classify else None
             if what:
                 self.counts[what] += 1

@@ -19,12 +19,12 @@ import time
 from typing import Callable, Sequence
 
 from hypothesis.errors import FlakyFailure
-from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, settings
+from hypothesis import HealthCheck, Phase as HypothesisPhase, given, seed as hypothesis_seed, settings
 
 from harness.cases.case import Case
 from harness.registry.opspec import OpSpec
 from harness.record import waivers
-from harness.record.case_record import CaseRecord
+from harness.record.case_record import CaseRecord, Phase
 from harness.registry.registry import KernelEntry
 from harness.run.runner import CaseRun, run_case
 from harness.settings import current as current_settings
@@ -89,7 +89,7 @@ def run_suite(
     plan = SuitePlan(backend=backend, seed=seed, max_examples=max_examples, only_case=only_case,
                      stop_at_first_failure=stop_at_first_failure, shard=shard, floor_first=floor_first)
 
-    def one(case: Case, phase: str) -> CaseRun:
+    def one(case: Case, phase: Phase) -> CaseRun:
         if on_start:
             on_start(case)
         run = run_case(spec, entry, case, backend=backend, device=device, phase=phase, host=host, base_host=base_host)
@@ -110,14 +110,14 @@ def run_suite(
 def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan) -> list[CaseRecord]:
     index, count = plan.shard
     if plan.only_case is not None:
-        return one(plan.only_case, "explicit").records
+        return one(plan.only_case, Phase.EXPLICIT).records
 
     floor = [case for position, case in enumerate(spec.floor_cases(backend=plan.backend)) if position % count == index]
     if plan.floor_first:
         rank = {case_id: i for i, case_id in enumerate(plan.floor_first)}
         floor.sort(key=lambda case: rank.get(case.id, len(rank)))  # stable: the rest keep their order
     for case in floor:
-        run = one(case, "floor")
+        run = one(case, Phase.FLOOR)
         records += run.records
         if plan.stop_at_first_failure and not run.passed:
             return records
@@ -147,7 +147,7 @@ def _generated(spec: OpSpec, one, kept: list[CaseRecord], plan: SuitePlan) -> No
         if failing_since is None:
             if not plan.mine(case):
                 return False  # another shard runs it
-            run = one(case, "generated")
+            run = one(case, Phase.GENERATED)
             kept.extend(run.records)
             if not run.passed:
                 state["first_failure_at"] = time.monotonic()
@@ -158,7 +158,7 @@ def _generated(spec: OpSpec, one, kept: list[CaseRecord], plan: SuitePlan) -> No
             return True
         if time.monotonic() - failing_since > budget:
             return False  # out of shrink budget: report as passing so hypothesis settles on the best
-        run = one(case, "shrunk")
+        run = one(case, Phase.SHRUNK)
         if not run.passed:
             state["best"] = (case.id, run.records)
         return not run.passed
@@ -173,7 +173,7 @@ def _generated(spec: OpSpec, one, kept: list[CaseRecord], plan: SuitePlan) -> No
         print_blob=False,
         report_multiple_bugs=False,
         suppress_health_check=list(HealthCheck),
-        phases=(Phase.generate, Phase.shrink) if shrink else (Phase.generate,),
+        phases=(HypothesisPhase.generate, HypothesisPhase.shrink) if shrink else (HypothesisPhase.generate,),
     )(test)
     test = hypothesis_seed(plan.seed)(test)
     try:

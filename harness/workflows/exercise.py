@@ -113,12 +113,13 @@ def run(*, backend: str, device: str) -> dict:
     """Run the project kernel and both mutants on N=256 and N=257; return the report."""
     spec = REGISTRY.op(OP)
     entries = [REGISTRY.get("rmsnorm", PROJECT_KERNEL)] + [build_mutant(n) for n in MUTANTS]
+    from harness.record.case_record import Phase
     from harness.run.runner import run_case
 
     records, verdicts = [], []
     for entry in entries:
         for case in cases(spec):
-            result = run_case(spec, entry, case, backend=backend, device=device, phase="explicit")
+            result = run_case(spec, entry, case, backend=backend, device=device, phase=Phase.EXPLICIT)
             for r in result.records:
                 d = r.to_dict()
                 if entry.kind == "mutant":
