@@ -17,7 +17,7 @@ import pytest
 
 from harness.cli import outdir
 from harness.cli import report as report_cli
-from reports import clean, jsonio, manifest, plots, verify_report, writer
+from reports import jsonio, manifest, plots, verify_report, writer
 
 ROOT = Path(__file__).resolve().parent.parent
 NONFINITE = "tests/fixtures/nonfinite_rmsnorm.py"

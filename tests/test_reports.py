@@ -14,7 +14,7 @@ import pytest
 from harness.cli import main
 from harness.cli import report as report_cli
 from reports import html, junit, plots, summary_md
-from test_reports_data import BAD, GOOD, HOSTILE_MESSAGE, expected_failures, mutation_report, verify_report
+from test_reports_data import BAD, GOOD, expected_failures, mutation_report, verify_report
 
 
 @pytest.fixture(scope="module")

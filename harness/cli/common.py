@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 from harness.run import backend as backends
-from harness.run.backend import BACKENDS
 
 DEFAULT_REPORT_DIR = "reports/out"
 

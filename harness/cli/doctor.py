@@ -121,7 +121,6 @@ def _computation(backend, out: _Out) -> None:
     """Each op's first project kernel on one small floor case, through the harness's own runner:
     the same checks and tolerances as verify."""
     from harness.registry.registry import REGISTRY, load_project_kernels
-    from harness.record.case_record import Phase
     from harness.run.runner import run_case
 
     print("one real computation per op:")
@@ -140,6 +139,8 @@ def _computation(backend, out: _Out) -> None:
 
 
 def _one_case(spec, entry, backend, out: _Out, run_case) -> None:
+    from harness.record.case_record import Phase
+
     # a case of a few thousand elements: big enough to span several blocks, quick on the interpreter
     case = min(spec.floor_cases(backend=backend.name), key=lambda c: abs(_case_size(c) - 4096))
     started = time.perf_counter()

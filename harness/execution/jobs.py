@@ -168,7 +168,6 @@ class _Worker:
         self.index: int | None = None
         self.job: Job | None = None
         self.retired = False
-        self.jobs_done = 0
 
     @property
     def idle(self) -> bool:
@@ -248,7 +247,6 @@ class _Worker:
 
     def release(self) -> None:
         self.index, self.job = None, None
-        self.jobs_done += 1
 
     def close(self) -> None:
         """Let an idle worker finish (end of its input), killing it if it does not."""

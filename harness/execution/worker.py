@@ -81,7 +81,6 @@ def _called_in_the_judge(*args, **kwargs):
 
 def run_job(job: dict, index: int, out: _Out, be, process) -> None:
     from harness.cases.case import Case
-    from harness.registry.registry import REGISTRY
     from harness.run.kernel_process import ProcessHost
     from harness.run.suite import run_suite
 

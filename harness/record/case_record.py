@@ -9,8 +9,6 @@ import dataclasses
 import enum
 from typing import Any
 
-CHECKS_COMMON = ("inputs_unchanged", "output_meta", "contract", "repeatable", "out_of_bounds", "crash", "timeout")
-
 
 class Phase(enum.StrEnum):
     """Where a case came from: the op's floor, hypothesis (a generated case, or a shrinking step

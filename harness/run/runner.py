@@ -24,7 +24,6 @@ from harness.registry.registry import KernelEntry
 from harness.run.kernel_host import InProcessHost, KernelError, KernelLost, NotATensor, Reply
 from properties import checks
 
-REPRO_BACKEND = {"interpreter": "interpreter", "cuda": "cuda"}
 NONDETERMINISTIC = "Contract(deterministic=False)"
 
 
