@@ -1,4 +1,4 @@
-"""RMSNorm benchmark: the project's kernel against torch and Liger, at the seed's shape and an LLM shape.
+"""RMSNorm benchmark: the project's kernel against torch and Liger, at the tutorial's shape and an LLM shape.
 
 Signature of every implementation: ``f(x[M, N], gamma[N], eps) -> y[M, N]``.
 Minimal bytes moved (e = element size; the fp32 per-row 1/rms an implementation may save is
@@ -14,7 +14,7 @@ import torch
 from harness.workflows.benchmark import BenchInputs, Unavailable, Workload
 
 EPS = 1e-6
-# (M, N, dtype, kept by --quick): the seed's benchmark shape, and one LLM layer's activations
+# (M, N, dtype, kept by --quick): the tutorial's benchmark shape, and one LLM layer's activations
 SHAPES = [(128, 257, torch.float32, True), (32768, 4096, torch.bfloat16, False)]
 # issue #6's goals for triton_rmsnorm, median us per mode (H200)
 TARGETS_US = {(128, 257): {"forward": 24.0, "forward+backward": 180.0},
@@ -35,7 +35,7 @@ LIMITS = {(128, 257): {"forward": ("launches: one Triton launch (JITFunction.run
 
 
 def torch_reference(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
-    """The seed's plain-torch reference: computed in float32 (float64 for float64), cast back."""
+    """The tutorial's plain-torch reference: computed in float32 (float64 for float64), cast back."""
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
     xf = x.to(work)
     r = torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)

@@ -1,4 +1,4 @@
-"""RMSNorm in Triton, forward and backward, after the Italian seed, with its named extensions.
+"""RMSNorm in Triton, forward and backward, after the tutorial, with its named extensions.
 
     r = 1 / sqrt(mean(x^2) + eps)            one fp32 value per row, saved for backward
     y = x * r * gamma
@@ -9,12 +9,12 @@ Backward, with u = dy * gamma (derivation: d r / d x_i = -x_i r^3 / N):
     dgamma = sum over rows of dy * x * r     a sum over rows, never a mean
 
 Layout of the work: the forward runs one program per tile of ROWS rows by BLOCK =
-next_power_of_2(N) columns (the seed's one row per program when BLOCK >= 16384), with masks
+next_power_of_2(N) columns (the tutorial's one row per program when BLOCK >= 16384), with masks
 for the padding lanes and rows; every load is upcast to fp32 before
 any arithmetic (this is also what keeps bf16 right in the Triton interpreter). The backward
 runs programs over contiguous blocks of rows; each writes dx for its rows and one private
 row of fp32 partial dgamma sums (no atomics), which a second kernel reduces over programs.
-With one row per program this is exactly the seed's per-row scheme.
+With one row per program this is exactly the tutorial's per-row scheme.
 
 Contract (checked before any output is allocated): x [M, N] and gamma [N] of one dtype among
 fp32/fp16/bf16, on one device, any strides, 1 <= N <= 65536, eps a finite float > 0.

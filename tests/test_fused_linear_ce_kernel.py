@@ -142,7 +142,7 @@ def test_catalog_mutant_is_killed(name, device, backend):
 
 
 def test_dw_race_is_invisible_to_the_interpreter(device, backend):
-    """The seed's race: correct whenever programs run one after another, as in the interpreter;
+    """The tutorial's race: correct whenever programs run one after another, as in the interpreter;
     only a GPU run can kill it, so the interpreter campaign must not count it as covered."""
     if not backend.is_interpreter:
         pytest.skip("on a GPU the race is real and this mutant must fail instead")

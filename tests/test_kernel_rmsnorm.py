@@ -1,5 +1,5 @@
 """kernels.rmsnorm: the project's kernel passes the floor, rejects out-of-contract inputs
-cleanly, and reproduces the seed's worked numbers."""
+cleanly, and reproduces the tutorial's worked numbers."""
 
 import pytest
 import torch
@@ -19,7 +19,7 @@ def test_project_kernel_passes_floor_cases(case, device, backend):
     assert run.passed, [(r.check, r.message) for r in run.records if not r.passed]
 
 
-def test_row_of_257_ones_matches_the_seed(device):
+def test_row_of_257_ones_matches_the_tutorial(device):
     x = torch.ones(1, 257, device=device)
     y = k.rmsnorm(x, torch.ones(257, device=device), 1e-6)
     assert abs(y[0, 0].item() - 0.9999995) < 1e-7
