@@ -16,7 +16,7 @@ from harness.workflows.benchmark import BenchInputs, Unavailable, Workload
 EPS = 1e-6
 # (M, N, dtype, kept by --quick): the tutorial's benchmark shape, and one LLM layer's activations
 SHAPES = [(128, 257, torch.float32, True), (32768, 4096, torch.bfloat16, False)]
-# issue #6's goals for triton_rmsnorm, median us per mode (H200)
+# the project's goals for triton_rmsnorm, median us per mode (H200)
 TARGETS_US = {(128, 257): {"forward": 24.0, "forward+backward": 180.0},
               (32768, 4096): {"forward": 135.0, "forward+backward": 380.0}}
 # what limits triton_rmsnorm where a goal is missed (measured: docs/perf-notes.md, attempts 2-5, 14, 17)
