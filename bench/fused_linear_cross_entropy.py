@@ -15,7 +15,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from harness.workflows.benchmark import BenchInputs, Protocol, Unavailable, Workload
+from bench._common import Draws, element_size, liger_column
+from harness.workflows.benchmark import BenchInputs, Protocol, Workload
 
 IGNORE_INDEX = -100
 # (N, D, V, dtype, kept by --quick): a small LLM head, and a Llama-3-8B-sized head
@@ -38,28 +39,19 @@ def torch_eager(x, weight, target, ignore_index=IGNORE_INDEX):
     return F.cross_entropy((x @ weight.T).float(), target, ignore_index=ignore_index)
 
 
-def _liger():
-    try:
-        from liger_kernel.ops.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyFunction
-    except Exception as exc:  # not installed, or built for another triton: the column is skipped
-        return Unavailable.liger(exc)
-
-    def liger(x, weight, target, ignore_index=IGNORE_INDEX):
-        # positional (input, weight, target, bias, ce_weight, ignore_index); newer versions
-        # return (loss, z_loss, ...) instead of the loss alone
-        out = LigerFusedLinearCrossEntropyFunction.apply(x, weight, target, None, None, ignore_index)
-        return out[0] if isinstance(out, tuple) else out
-
-    return liger
+def _liger_flce(function, x, weight, target, ignore_index=IGNORE_INDEX):
+    # positional (input, weight, target, bias, ce_weight, ignore_index); newer versions
+    # return (loss, z_loss, ...) instead of the loss alone
+    out = function.apply(x, weight, target, None, None, ignore_index)
+    return out[0] if isinstance(out, tuple) else out
 
 
 def _make(n: int, d: int, v: int, dtype: torch.dtype):
     def make(device: str) -> BenchInputs:
-        gen = torch.Generator(device=device).manual_seed(0)
-        x = torch.randn((n, d), generator=gen, device=device, dtype=torch.float32).to(dtype)
-        w = (torch.randn((v, d), generator=gen, device=device, dtype=torch.float32) / d**0.5).to(dtype)
-        target = torch.randint(v, (n,), generator=gen, device=device)
-        target[::10] = IGNORE_INDEX  # padding tokens, as in a real batch
+        draw = Draws(device, dtype)
+        x = draw.normal((n, d))
+        w = (torch.randn((v, d), generator=draw.gen, device=device, dtype=torch.float32) / d**0.5).to(dtype)
+        target = draw.targets(n, v, IGNORE_INDEX)
         return BenchInputs(args=(x, w, target, IGNORE_INDEX), grad_wrt=(0, 1), upstream=None)
 
     return make
@@ -68,7 +60,7 @@ def _make(n: int, d: int, v: int, dtype: torch.dtype):
 def workloads() -> list[Workload]:
     out = []
     for n, d, v, dtype, quick in SHAPES:
-        e = torch.empty((), dtype=dtype).element_size()
+        e = element_size(dtype)
         inputs = (n * d + v * d) * e + 8 * n
         matmul = 2.0 * n * d * v
         out.append(Workload(
@@ -93,5 +85,6 @@ def implementations() -> dict:
         "triton_flce (project)": fused_linear_cross_entropy,
         "triton_flce_hybrid (project)": fused_linear_cross_entropy_hybrid,
         "torch eager (logits materialised)": torch_eager,
-        "liger fused linear CE": _liger(),
+        "liger fused linear CE": liger_column("liger_kernel.ops.fused_linear_cross_entropy",
+                                              "LigerFusedLinearCrossEntropyFunction", _liger_flce),
     }
