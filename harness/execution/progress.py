@@ -24,7 +24,7 @@ class Progress:
         self.finished = 0
         self.live = self.stream.isatty()
         self.classify, self.shown = classify, shown
-        self._every = current_settings()
+        self._settings = current_settings()
         self.counts: collections.Counter = collections.Counter()
         self._started = time.monotonic()
         self._last_summary = self._started
@@ -79,15 +79,15 @@ class Progress:
                 self._rich.console.print(line)
             elif what is None or what in self.shown:
                 print(line + (f" [{what}]" if what else ""), file=self.stream, flush=True)
-            if not self._rich and self.classify and time.monotonic() - self._last_summary >= self._every.summary_every_s:
+            if not self._rich and self.classify and time.monotonic() - self._last_summary >= self._settings.summary_every_s:
                 self._summary()
             return
         status = f"{label}: {event.cases_run} cases, {event.failed} failed"
         if self._rich:
             self._rich.update(self._task, status=status)
         elif self.classify:
-            if time.monotonic() - self._last_summary >= self._every.summary_every_s:
+            if time.monotonic() - self._last_summary >= self._settings.summary_every_s:
                 self._summary()
-        elif time.monotonic() - self._last_line > self._every.running_line_every_s:
+        elif time.monotonic() - self._last_line > self._settings.running_line_every_s:
             self._last_line = time.monotonic()
             print(f"[{self.title}] {status}", file=self.stream, flush=True)
