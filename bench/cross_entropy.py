@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from bench._common import DTYPE_NAMES, compiled, element_size
-from harness.workflows.benchmark import BenchInputs, Unavailable, Workload
+from bench._common import Draws, compiled, liger_column, workloads_of
+from harness.workflows.benchmark import BenchInputs, Workload
 
 IGNORE_INDEX = -100
 # (N, V, dtype, kept by --quick): a small vocabulary, and Llama 3's 128256 at 16384 tokens
@@ -27,41 +27,25 @@ def torch_cross_entropy(logits, target, ignore_index=IGNORE_INDEX):
 
 def _make(n: int, v: int, dtype: torch.dtype):
     def make(device: str) -> BenchInputs:
-        gen = torch.Generator(device=device).manual_seed(0)
-        logits = (torch.randn((n, v), generator=gen, device=device, dtype=torch.float32) * 2.0).to(dtype)
-        target = torch.randint(v, (n,), generator=gen, device=device)
-        target[::10] = IGNORE_INDEX  # padding tokens, as in a real batch
+        draw = Draws(device, dtype)
+        logits = draw.normal((n, v), scale=2.0)
+        target = draw.targets(n, v, IGNORE_INDEX)
         return BenchInputs(args=(logits, target, IGNORE_INDEX), grad_wrt=(0,), upstream=None)
 
     return make
 
 
 def workloads() -> list[Workload]:
-    out = []
-    for n, v, dtype, quick in SHAPES:
-        e = element_size(dtype)
-        out.append(Workload(
-            name=f"N={n} V={v} {DTYPE_NAMES[dtype]}",
-            make=_make(n, v, dtype),
-            bytes={"forward": n * v * e + 8 * n, "forward+backward": 3 * n * v * e + 16 * n},
-            quick=quick,
-        ))
-    return out
+    return workloads_of(SHAPES, _make, lambda n, v, e: {"forward": n * v * e + 8 * n,
+                                                        "forward+backward": 3 * n * v * e + 16 * n},
+                        name="N={0} V={1} {dtype}")
 
 
-def _liger():
-    try:
-        from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
-    except Exception as exc:  # not installed, or built for another triton: the column is skipped
-        return Unavailable.liger(exc)
-
-    def liger(logits, target, ignore_index=IGNORE_INDEX):
-        # Liger 0.8.5: forward(ctx, _input, target, weight, ignore_index, ...) returns a tuple whose
-        # first item is the loss; its forward writes the gradient into the logits' storage
-        out = LigerCrossEntropyFunction.apply(logits, target, None, ignore_index)
-        return out[0] if isinstance(out, tuple) else out
-
-    return liger
+def _liger_cross_entropy(function, logits, target, ignore_index=IGNORE_INDEX):
+    # Liger 0.8.5: forward(ctx, _input, target, weight, ignore_index, ...) returns a tuple whose
+    # first item is the loss; its forward writes the gradient into the logits' storage
+    out = function.apply(logits, target, None, ignore_index)
+    return out[0] if isinstance(out, tuple) else out
 
 
 def implementations() -> dict:
@@ -71,5 +55,6 @@ def implementations() -> dict:
         "triton_cross_entropy (project)": cross_entropy,
         "torch F.cross_entropy": torch_cross_entropy,
         "torch.compile(F.cross_entropy)": compiled(torch_cross_entropy),
-        "liger CrossEntropy": _liger(),
+        "liger CrossEntropy": liger_column("liger_kernel.ops.cross_entropy", "LigerCrossEntropyFunction",
+                                           _liger_cross_entropy),
     }

@@ -6,7 +6,7 @@ fp32); time is compute-bound: a matmul of 2*N*D*V FLOP per pass. Forward compute
 once; forward+backward needs at least three such matmuls (logits, dx, dW); the project's
 tl.dot kernel (triton_flce) recomputes the logits in its backward, so it runs four; the hybrid
 (triton_flce_hybrid) runs three on cuBLAS and computes the gradients in its forward.
-Reference figures (H200, from the shared notes): at N=16384, D=4096, V=128256 bf16, torch
+Reference figures (H200): at N=16384, D=4096, V=128256 bf16, torch
 25.25 GB extra and 100.4 ms, Liger 1.32 GB and 89.3 ms, three-matmul floor about 65 ms.
 """
 
@@ -15,14 +15,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from harness.workflows.benchmark import BenchInputs, Protocol, Unavailable, Workload
+from bench._common import Draws, element_size, liger_column
+from harness.workflows.benchmark import BenchInputs, Protocol, Workload
 
 IGNORE_INDEX = -100
-# (N, D, V, dtype, kept by --quick): a small LLM head, and the issue's Llama-3-8B-sized head
+# (N, D, V, dtype, kept by --quick): a small LLM head, and a Llama-3-8B-sized head
 SHAPES = [(4096, 2048, 32000, torch.bfloat16, True), (16384, 4096, 128256, torch.bfloat16, False)]
 # calls of ~100 ms: a handful of samples of two calls each still gives a stable median
 SLOW = Protocol(warmup=3, samples=7, calls_per_sample=2)
-# issue #6's goals at the Llama-3-8B-sized head: forward+backward <= 80 ms, extra peak <= 1.3 GB
+# the project's goals at the Llama-3-8B-sized head: forward+backward <= 80 ms, extra peak <= 1.3 GB
 TARGETS_US = {(16384, 4096, 128256): {"forward+backward": 80_000.0}}
 TARGET_PEAK_BYTES = {(16384, 4096, 128256): {"forward+backward": 1_300_000_000}}
 # what limits the project's kernels where a goal is missed (measured: docs/perf-notes.md, attempts 8, 11-13)
@@ -38,28 +39,19 @@ def torch_eager(x, weight, target, ignore_index=IGNORE_INDEX):
     return F.cross_entropy((x @ weight.T).float(), target, ignore_index=ignore_index)
 
 
-def _liger():
-    try:
-        from liger_kernel.ops.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyFunction
-    except Exception as exc:  # not installed, or built for another triton: the column is skipped
-        return Unavailable.liger(exc)
-
-    def liger(x, weight, target, ignore_index=IGNORE_INDEX):
-        # positional (input, weight, target, bias, ce_weight, ignore_index); newer versions
-        # return (loss, z_loss, ...) instead of the loss alone
-        out = LigerFusedLinearCrossEntropyFunction.apply(x, weight, target, None, None, ignore_index)
-        return out[0] if isinstance(out, tuple) else out
-
-    return liger
+def _liger_flce(function, x, weight, target, ignore_index=IGNORE_INDEX):
+    # positional (input, weight, target, bias, ce_weight, ignore_index); newer versions
+    # return (loss, z_loss, ...) instead of the loss alone
+    out = function.apply(x, weight, target, None, None, ignore_index)
+    return out[0] if isinstance(out, tuple) else out
 
 
 def _make(n: int, d: int, v: int, dtype: torch.dtype):
     def make(device: str) -> BenchInputs:
-        gen = torch.Generator(device=device).manual_seed(0)
-        x = torch.randn((n, d), generator=gen, device=device, dtype=torch.float32).to(dtype)
-        w = (torch.randn((v, d), generator=gen, device=device, dtype=torch.float32) / d**0.5).to(dtype)
-        target = torch.randint(v, (n,), generator=gen, device=device)
-        target[::10] = IGNORE_INDEX  # padding tokens, as in a real batch
+        draw = Draws(device, dtype)
+        x = draw.normal((n, d))
+        w = (torch.randn((v, d), generator=draw.gen, device=device, dtype=torch.float32) / d**0.5).to(dtype)
+        target = draw.targets(n, v, IGNORE_INDEX)
         return BenchInputs(args=(x, w, target, IGNORE_INDEX), grad_wrt=(0, 1), upstream=None)
 
     return make
@@ -68,7 +60,7 @@ def _make(n: int, d: int, v: int, dtype: torch.dtype):
 def workloads() -> list[Workload]:
     out = []
     for n, d, v, dtype, quick in SHAPES:
-        e = torch.empty((), dtype=dtype).element_size()
+        e = element_size(dtype)
         inputs = (n * d + v * d) * e + 8 * n
         matmul = 2.0 * n * d * v
         out.append(Workload(
@@ -93,5 +85,6 @@ def implementations() -> dict:
         "triton_flce (project)": fused_linear_cross_entropy,
         "triton_flce_hybrid (project)": fused_linear_cross_entropy_hybrid,
         "torch eager (logits materialised)": torch_eager,
-        "liger fused linear CE": _liger(),
+        "liger fused linear CE": liger_column("liger_kernel.ops.fused_linear_cross_entropy",
+                                              "LigerFusedLinearCrossEntropyFunction", _liger_flce),
     }

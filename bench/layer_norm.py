@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from bench._common import DTYPE_NAMES, compiled, element_size
-from harness.workflows.benchmark import BenchInputs, Unavailable, Workload
+from bench._common import Draws, compiled, liger_column, workloads_of
+from harness.workflows.benchmark import BenchInputs, Workload
 
 EPS = 1e-5
 # (M, N, dtype, kept by --quick): a small odd row length, and one LLM layer's activations
@@ -27,40 +27,23 @@ def torch_layer_norm(x, weight, bias, eps):
 
 def _make(m: int, n: int, dtype: torch.dtype):
     def make(device: str) -> BenchInputs:
-        gen = torch.Generator(device=device).manual_seed(0)
-        x = torch.randn((m, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
-        weight = (torch.randn(n, generator=gen, device=device, dtype=torch.float32) * 0.5 + 1.0).to(dtype)
-        bias = (torch.randn(n, generator=gen, device=device, dtype=torch.float32) * 0.1).to(dtype)
-        dy = torch.randn((m, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
-        return BenchInputs(args=(x, weight, bias, EPS), grad_wrt=(0, 1, 2), upstream=dy)
+        draw = Draws(device, dtype)
+        x = draw.normal((m, n))
+        weight = draw.normal(n, scale=0.5, shift=1.0)
+        bias = draw.normal(n, scale=0.1)
+        return BenchInputs(args=(x, weight, bias, EPS), grad_wrt=(0, 1, 2), upstream=draw.normal((m, n)))
 
     return make
 
 
 def workloads() -> list[Workload]:
-    out = []
-    for m, n, dtype, quick in SHAPES:
-        e = element_size(dtype)
-        out.append(Workload(
-            name=f"{m}x{n} {DTYPE_NAMES[dtype]}",
-            make=_make(m, n, dtype),
-            bytes={"forward": (2 * m * n + 2 * n) * e, "forward+backward": (5 * m * n + 5 * n) * e},
-            quick=quick,
-        ))
-    return out
+    return workloads_of(SHAPES, _make, lambda m, n, e: {"forward": (2 * m * n + 2 * n) * e,
+                                                        "forward+backward": (5 * m * n + 5 * n) * e})
 
 
-def _liger():
-    try:
-        from liger_kernel.ops.layer_norm import LigerLayerNormFunction
-    except Exception as exc:  # not installed, or built for another triton: the column is skipped
-        return Unavailable.liger(exc)
-
-    def liger(x, weight, bias, eps):
-        # Liger 0.8.5: forward(ctx, X, W, B, eps)
-        return LigerLayerNormFunction.apply(x, weight, bias, eps)
-
-    return liger
+def _liger_layer_norm(function, x, weight, bias, eps):
+    # Liger 0.8.5: forward(ctx, X, W, B, eps)
+    return function.apply(x, weight, bias, eps)
 
 
 def implementations() -> dict:
@@ -70,5 +53,5 @@ def implementations() -> dict:
         "triton_layer_norm (project)": layer_norm,
         "torch F.layer_norm": torch_layer_norm,
         "torch.compile(F.layer_norm)": compiled(torch_layer_norm),
-        "liger LayerNorm": _liger(),
+        "liger LayerNorm": liger_column("liger_kernel.ops.layer_norm", "LigerLayerNormFunction", _liger_layer_norm),
     }

@@ -1,4 +1,4 @@
-"""RMSNorm benchmark: the project's kernel against torch and Liger, at the seed's shape and an LLM shape.
+"""RMSNorm benchmark: the project's kernel against torch and Liger, at the tutorial's shape and an LLM shape.
 
 Signature of every implementation: ``f(x[M, N], gamma[N], eps) -> y[M, N]``.
 Minimal bytes moved (e = element size; the fp32 per-row 1/rms an implementation may save is
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from harness.workflows.benchmark import BenchInputs, Unavailable, Workload
+from bench._common import Draws, compiled, liger_column, workloads_of
+from harness.workflows.benchmark import BenchInputs, Workload
 
 EPS = 1e-6
-# (M, N, dtype, kept by --quick): the seed's benchmark shape, and one LLM layer's activations
+# (M, N, dtype, kept by --quick): the tutorial's benchmark shape, and one LLM layer's activations
 SHAPES = [(128, 257, torch.float32, True), (32768, 4096, torch.bfloat16, False)]
-# issue #6's goals for triton_rmsnorm, median us per mode (H200)
+# the project's goals for triton_rmsnorm, median us per mode (H200)
 TARGETS_US = {(128, 257): {"forward": 24.0, "forward+backward": 180.0},
               (32768, 4096): {"forward": 135.0, "forward+backward": 380.0}}
 # what limits triton_rmsnorm where a goal is missed (measured: docs/perf-notes.md, attempts 2-5, 14, 17)
@@ -35,7 +36,7 @@ LIMITS = {(128, 257): {"forward": ("launches: one Triton launch (JITFunction.run
 
 
 def torch_reference(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
-    """The seed's plain-torch reference: computed in float32 (float64 for float64), cast back."""
+    """The tutorial's plain-torch reference: computed in float32 (float64 for float64), cast back."""
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
     xf = x.to(work)
     r = torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)
@@ -48,60 +49,24 @@ def torch_rms_norm(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Te
 
 def _make(m: int, n: int, dtype: torch.dtype):
     def make(device: str) -> BenchInputs:
-        gen = torch.Generator(device=device).manual_seed(0)
-        x = torch.randn((m, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
-        gamma = (torch.randn(n, generator=gen, device=device, dtype=torch.float32) * 0.5 + 1.0).to(dtype)
-        dy = torch.randn((m, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
-        return BenchInputs(args=(x, gamma, EPS), grad_wrt=(0, 1), upstream=dy)
+        draw = Draws(device, dtype)
+        x = draw.normal((m, n))
+        gamma = draw.normal(n, scale=0.5, shift=1.0)
+        return BenchInputs(args=(x, gamma, EPS), grad_wrt=(0, 1), upstream=draw.normal((m, n)))
 
     return make
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
-
-
 def workloads() -> list[Workload]:
-    out = []
-    for m, n, dtype, quick in SHAPES:
-        e = torch.empty((), dtype=dtype).element_size()
-        out.append(Workload(
-            name=f"{m}x{n} {_dtype_name(dtype)}",
-            make=_make(m, n, dtype),
-            bytes={"forward": (2 * m * n + n) * e, "forward+backward": (5 * m * n + 3 * n) * e},
-            quick=quick,
-            targets_us=TARGETS_US.get((m, n), {}),
-            limits=LIMITS.get((m, n), {}),
-        ))
-    return out
+    return workloads_of(SHAPES, _make, lambda m, n, e: {"forward": (2 * m * n + n) * e,
+                                                        "forward+backward": (5 * m * n + 3 * n) * e},
+                        targets_us=TARGETS_US, limits=LIMITS)
 
 
-def _liger():
-    try:
-        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
-    except Exception as exc:  # not installed, or built for another triton: the column is skipped
-        return Unavailable.liger(exc)
-
-    def liger(x, gamma, eps):
-        # Liger 0.8.5: forward(ctx, X, W, eps, offset=0.0, casting_mode="llama", in_place=True, row_mode=None);
-        # its defaults are what models use (in_place=True writes dx into dy: inputs are fresh per run)
-        return LigerRMSNormFunction.apply(x, gamma, eps)
-
-    return liger
-
-
-def _compiled_reference():
-    """torch.compile of the reference, compiled on first use (during the warm-up calls);
-    dynamic=False keeps one specialised graph per shape, as a model with fixed shapes gets."""
-    compiled = None
-
-    def compiled_reference(x, gamma, eps):
-        nonlocal compiled
-        if compiled is None:
-            compiled = torch.compile(torch_reference, dynamic=False)
-        return compiled(x, gamma, eps)
-
-    return compiled_reference
+def _liger_rms_norm(function, x, gamma, eps):
+    # Liger 0.8.5: forward(ctx, X, W, eps, offset=0.0, casting_mode="llama", in_place=True, row_mode=None);
+    # its defaults are what models use (in_place=True writes dx into dy: inputs are fresh per run)
+    return function.apply(x, gamma, eps)
 
 
 def implementations() -> dict:
@@ -111,6 +76,6 @@ def implementations() -> dict:
         "triton_rmsnorm (project)": rmsnorm,
         "torch reference (eager)": torch_reference,
         "torch F.rms_norm": torch_rms_norm,
-        "torch.compile(reference)": _compiled_reference(),
-        "liger RMSNorm": _liger(),
+        "torch.compile(reference)": compiled(torch_reference),
+        "liger RMSNorm": liger_column("liger_kernel.ops.rms_norm", "LigerRMSNormFunction", _liger_rms_norm),
     }

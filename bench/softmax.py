@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from bench._common import DTYPE_NAMES, compiled, element_size
-from harness.workflows.benchmark import BenchInputs, Unavailable, Workload
+from bench._common import Draws, compiled, liger_column, workloads_of
+from harness.workflows.benchmark import BenchInputs, Workload
 
 # (M, N, dtype, kept by --quick): a small odd row length, and attention-score-sized rows
 SHAPES = [(128, 257, torch.float32, True), (32768, 4096, torch.bfloat16, False)]
@@ -24,38 +24,20 @@ def torch_softmax(x):
 
 def _make(m: int, n: int, dtype: torch.dtype):
     def make(device: str) -> BenchInputs:
-        gen = torch.Generator(device=device).manual_seed(0)
-        x = (torch.randn((m, n), generator=gen, device=device, dtype=torch.float32) * 4.0).to(dtype)
-        dy = torch.randn((m, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
-        return BenchInputs(args=(x,), grad_wrt=(0,), upstream=dy)
+        draw = Draws(device, dtype)
+        x = draw.normal((m, n), scale=4.0)
+        return BenchInputs(args=(x,), grad_wrt=(0,), upstream=draw.normal((m, n)))
 
     return make
 
 
 def workloads() -> list[Workload]:
-    out = []
-    for m, n, dtype, quick in SHAPES:
-        e = element_size(dtype)
-        out.append(Workload(
-            name=f"{m}x{n} {DTYPE_NAMES[dtype]}",
-            make=_make(m, n, dtype),
-            bytes={"forward": 2 * m * n * e, "forward+backward": 5 * m * n * e},
-            quick=quick,
-        ))
-    return out
+    return workloads_of(SHAPES, _make, lambda m, n, e: {"forward": 2 * m * n * e, "forward+backward": 5 * m * n * e})
 
 
-def _liger():
-    try:
-        from liger_kernel.ops.softmax import LigerSoftmaxFunction
-    except Exception as exc:  # not installed, or built for another triton: the column is skipped
-        return Unavailable.liger(exc)
-
-    def liger(x):
-        # Liger 0.8.5: forward(ctx, input_), softmax over the last dimension
-        return LigerSoftmaxFunction.apply(x)
-
-    return liger
+def _liger_softmax(function, x):
+    # Liger 0.8.5: forward(ctx, input_), softmax over the last dimension
+    return function.apply(x)
 
 
 def implementations() -> dict:
@@ -65,5 +47,5 @@ def implementations() -> dict:
         "triton_softmax (project)": softmax,
         "torch.softmax": torch_softmax,
         "torch.compile(torch.softmax)": compiled(torch_softmax),
-        "liger Softmax": _liger(),
+        "liger Softmax": liger_column("liger_kernel.ops.softmax", "LigerSoftmaxFunction", _liger_softmax),
     }

@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from bench._common import DTYPE_NAMES, compiled, element_size
-from harness.workflows.benchmark import BenchInputs, Unavailable, Workload
+from bench._common import Draws, compiled, liger_column, workloads_of
+from harness.workflows.benchmark import BenchInputs, Workload
 
 # (M, N, dtype, kept by --quick)
 SHAPES = [(128, 257, torch.float32, True), (32768, 4096, torch.bfloat16, False)]
@@ -25,40 +25,21 @@ def torch_swiglu(a, b):
 
 def _make(m: int, n: int, dtype: torch.dtype):
     def make(device: str) -> BenchInputs:
-        gen = torch.Generator(device=device).manual_seed(0)
-        a = torch.randn((m, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
-        b = torch.randn((m, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
-        dy = torch.randn((m, n), generator=gen, device=device, dtype=torch.float32).to(dtype)
+        draw = Draws(device, dtype)
+        a, b, dy = draw.normal((m, n)), draw.normal((m, n)), draw.normal((m, n))
         return BenchInputs(args=(a, b), grad_wrt=(0, 1), upstream=dy)
 
     return make
 
 
 def workloads() -> list[Workload]:
-    out = []
-    for m, n, dtype, quick in SHAPES:
-        e = element_size(dtype)
-        out.append(Workload(
-            name=f"{m}x{n} {DTYPE_NAMES[dtype]}",
-            make=_make(m, n, dtype),
-            bytes={"forward": 3 * m * n * e, "forward+backward": 8 * m * n * e},
-            quick=quick,
-        ))
-    return out
+    return workloads_of(SHAPES, _make, lambda m, n, e: {"forward": 3 * m * n * e, "forward+backward": 8 * m * n * e})
 
 
-def _liger():
-    try:
-        from liger_kernel.ops.swiglu import LigerSiLUMulFunction
-    except Exception as exc:  # not installed, or built for another triton: the column is skipped
-        return Unavailable.liger(exc)
-
-    def liger(a, b):
-        # Liger 0.8.5: forward(ctx, a, b, gate_multiplier=1.0, down_multiplier=1.0); its backward
-        # writes the gradients into a and b's storage (inputs are fresh per run)
-        return LigerSiLUMulFunction.apply(a, b)
-
-    return liger
+def _liger_swiglu(function, a, b):
+    # Liger 0.8.5: forward(ctx, a, b, gate_multiplier=1.0, down_multiplier=1.0); its backward
+    # writes the gradients into a and b's storage (inputs are fresh per run)
+    return function.apply(a, b)
 
 
 def implementations() -> dict:
@@ -68,5 +49,5 @@ def implementations() -> dict:
         "triton_swiglu (project)": swiglu,
         "torch F.silu(a) * b": torch_swiglu,
         "torch.compile(F.silu(a) * b)": compiled(torch_swiglu),
-        "liger SiLUMul": _liger(),
+        "liger SiLUMul": liger_column("liger_kernel.ops.swiglu", "LigerSiLUMulFunction", _liger_swiglu),
     }

@@ -97,12 +97,12 @@ def generated_cases(spec, *, backend: str, seed: int, max_examples: int) -> list
 class VerifyFile(pytest.File):
     def collect(self):
         from harness.registry.registry import REGISTRY
-        from harness.testing import DEFAULT_MAX_EXAMPLES
+        from harness.settings import current as current_settings
 
         config = self.config
         backend = config._verify_backend
         max_examples = config.getoption("verify_max_examples")
-        max_examples = DEFAULT_MAX_EXAMPLES[backend.name] if max_examples is None else max_examples
+        max_examples = current_settings().max_examples(backend.name) if max_examples is None else max_examples
         seed = config.getoption("verify_seed")
         entries = [e for e in REGISTRY.select(op=config.getoption("verify_op"), kind="kernel",
                                               pattern=config.getoption("verify_select"))

@@ -20,11 +20,10 @@ from typing import Callable
 from harness.registry.registry import Contract, KernelEntry, REGISTRY, _where
 from harness.errors import RegistryError, UsageError
 from harness.run import backend as backends
+from harness.settings import current as current_settings
 
-__all__ = ["assert_kernel", "prepare", "DEFAULT_MAX_EXAMPLES"]
+__all__ = ["assert_kernel", "prepare"]
 
-DEFAULT_MAX_EXAMPLES = {"interpreter": 30, "cuda": 200}  # verify's defaults
-MAX_FAILURES_LISTED = 20
 
 
 def prepare(backend: str = "auto") -> backends.Backend:
@@ -84,7 +83,7 @@ def assert_kernel(op: str, fn: Callable, *, max_examples: int | None = None, see
     only = Case.parse(case) if case else None
     if only is not None and only.op != op:
         raise RegistryError(f"case {case!r} is a {only.op!r} case, not {op!r}")
-    examples = DEFAULT_MAX_EXAMPLES[be.name] if max_examples is None else max_examples
+    examples = current_settings().max_examples(be.name) if max_examples is None else max_examples
     records = [r.to_dict() for r in run_suite(spec, entry, backend=be.name, device=be.device, seed=seed,
                                                max_examples=examples, only_case=only)]
     call = f"assert_kernel({op!r}, {entry.name}, seed={seed}, backend={be.name!r}, case=CASE_ID)"
@@ -99,7 +98,8 @@ def assert_kernel(op: str, fn: Callable, *, max_examples: int | None = None, see
         return
     lines = [f"{entry.name} fails {op}: {len(failed)} failed check(s) on {summary['failed']} of {summary['cases']} "
              f"case(s) ({be.name}, seed {seed})"]
-    lines += [console.failure_text(r) for r in failed[:MAX_FAILURES_LISTED]]
-    if len(failed) > MAX_FAILURES_LISTED:
-        lines.append(f"... and {len(failed) - MAX_FAILURES_LISTED} more failed checks")
+    listed = current_settings().failures_listed
+    lines += [console.failure_text(r) for r in failed[:listed]]
+    if len(failed) > listed:
+        lines.append(f"... and {len(failed) - listed} more failed checks")
     raise AssertionError("\n".join(lines))

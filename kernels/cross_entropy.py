@@ -28,7 +28,6 @@ contiguous in logits' dtype.
 
 from __future__ import annotations
 
-import os
 
 import torch
 import triton
@@ -36,6 +35,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
+from kernels._contract import require_runnable_device, require_tensors
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
@@ -154,9 +154,7 @@ def check_contract(logits: torch.Tensor, target: torch.Tensor, ignore_index: int
 
     Checking the target range reads target back to the host once: an out-of-range target
     would otherwise make the kernel read a logit outside its row."""
-    for name, t in (("logits", logits), ("target", target)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+    require_tensors(("logits", logits), ("target", target))
     if logits.dim() != 2:
         raise ValueError(f"logits must be 2-D [N, V], got shape {tuple(logits.shape)}; reshape it to (-1, V) first")
     n, v = logits.shape
@@ -170,9 +168,7 @@ def check_contract(logits: torch.Tensor, target: torch.Tensor, ignore_index: int
         raise TypeError(f"target has dtype {target.dtype}; cast it to torch.int64 (class indices)")
     if target.device != logits.device:
         raise ValueError(f"logits are on {logits.device} but target on {target.device}; move both to one device")
-    interpreting = os.environ.get("TRITON_INTERPRET") == "1"
-    if logits.device.type != "cuda" and not (interpreting and logits.device.type == "cpu"):
-        raise ValueError(f"logits are on {logits.device}: run on a CUDA device, or on the CPU with TRITON_INTERPRET=1")
+    require_runnable_device(logits, "logits are")
     if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
         raise TypeError(f"ignore_index must be an int, got {ignore_index!r}; torch's default is -100")
     bad = (target != ignore_index) & ((target < 0) | (target >= v))

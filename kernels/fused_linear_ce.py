@@ -15,7 +15,7 @@ and picks the target logit out of the tile that holds it. A few splits per row b
 the GPU busy when N is small; their (m, sum, target) partials are merged on the host in fp32.
 Extra memory: O(N * splits).
 
-Backward, chunked along N (the seed's "production path"): for a chunk of C rows,
+Backward, chunked along N (the tutorial's "production path"): for a chunk of C rows,
 ``_dlogits`` recomputes the logits tile by tile (tl.dot over D) and writes G [C, V] (in the
 input dtype, unscaled so fp16 does not underflow); then ``_scaled_matmul`` computes
 dx[chunk] = s * G @ w (each program owns a tile of dx rows: no atomics) and

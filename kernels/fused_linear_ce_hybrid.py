@@ -29,9 +29,8 @@ necessarily by this thread. The lanes of a tile run in several warps, and nothin
 warp's store after another warp's load of the same bytes (tile 0 stores into its own lower
 half; a warp that runs ahead stores into tiles a slower warp has not loaded yet), so each tile
 waits at a barrier between its loads and its stores. Without it the GPU gives gradients that
-differ from run to run (found by the ``repeatable`` check on the H200, run 12 of
-docs/gpu-runs.md; the interpreter runs a program's lanes together and cannot show it). The
-catalog keeps that bug as a GPU-only mutant.
+differ from run to run (the ``repeatable`` check shows it on a GPU; the interpreter runs a
+program's lanes together and cannot show it). The catalog keeps that bug as a GPU-only mutant.
 
 Contract as kernels/fused_linear_ce.py (checked there, before anything is allocated).
 """
@@ -49,10 +48,10 @@ from harness import Contract, register_kernel
 from kernels.fused_linear_ce import MAX_D, SUPPORTED_DTYPES, check_contract
 
 # at N=16384, D=4096, V=128256 bf16: dw 1002 MiB + dx 128 MiB + this buffer (204 rows, 99.8 MiB)
-# + about 4 MiB measured beside them = about 1234 MiB = 1.294e9 bytes extra, under issue #6's
-# 1.3e9 (Liger-Kernel: 1255 MiB on the H200). With 120 MiB (245 rows) the H200 measured 1253.8
-# MiB = 1.315e9 bytes (run 12): more rows per chunk cost memory; fewer cost dW rewrites (one
-# per chunk, docs/perf-notes.md attempt 11)
+# + about 4 MiB measured beside them = about 1234 MiB = 1.294e9 bytes extra, under the 1.3e9
+# goal of bench/fused_linear_cross_entropy.py (Liger-Kernel: 1255 MiB on an H200). With 120 MiB
+# (245 rows) an H200 measured 1253.8 MiB = 1.315e9 bytes: more rows per chunk cost memory; fewer
+# cost dW rewrites (one per chunk, docs/perf-notes.md)
 LOGITS_BUFFER_BYTES = 100 * 2**20
 FP32_DW_BYTES = 256 * 2**20
 BLOCK_V = 1024

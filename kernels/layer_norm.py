@@ -28,7 +28,6 @@ float > 0. y, dx, dweight and dbias are contiguous and have their input's dtype.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import triton
@@ -36,6 +35,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
+from kernels._contract import require_float, require_like, require_runnable_device, require_tensors
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
@@ -216,17 +216,9 @@ def _dwdb_plan(m: int, n: int, device: torch.device) -> tuple[int, int, int]:
     return block_n, max(1, min(16, 16384 // block_n)), max(1, min(m, 4))
 
 
-def _check_device(t: torch.Tensor) -> None:
-    interpreting = os.environ.get("TRITON_INTERPRET") == "1"
-    if t.device.type != "cuda" and not (interpreting and t.device.type == "cpu"):
-        raise ValueError(f"x is on {t.device}: run on a CUDA device, or on the CPU with TRITON_INTERPRET=1")
-
-
 def check_contract(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> None:
     """Raise before anything is allocated or launched if the inputs are outside the contract."""
-    for name, t in (("x", x), ("weight", weight), ("bias", bias)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+    require_tensors(("x", x), ("weight", weight), ("bias", bias))
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [M, N], got shape {tuple(x.shape)}; reshape it to (-1, N) first")
     n = x.shape[1]
@@ -235,14 +227,10 @@ def check_contract(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, ep
     for name, t in (("weight", weight), ("bias", bias)):
         if t.dim() != 1 or t.shape[0] != n:
             raise ValueError(f"{name} must have shape ({n},) to match x's last dimension, got {tuple(t.shape)}")
-    if x.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"x has dtype {x.dtype}; this kernel supports float32, float16 and bfloat16: cast x first")
+    require_float("x", x, SUPPORTED_DTYPES)
     for name, t in (("weight", weight), ("bias", bias)):
-        if t.dtype != x.dtype:
-            raise TypeError(f"{name} has dtype {t.dtype} but x has {x.dtype}; cast {name} to {x.dtype}")
-        if t.device != x.device:
-            raise ValueError(f"x is on {x.device} but {name} on {t.device}; move them to one device")
-    _check_device(x)
+        require_like(name, t, "x", x)
+    require_runnable_device(x, "x is")
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps <= 0:
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}; the usual value is 1e-5")
 

@@ -1,4 +1,4 @@
-"""RMSNorm in Triton, forward and backward, after the Italian seed, with its named extensions.
+"""RMSNorm in Triton, forward and backward, after the tutorial, with its named extensions.
 
     r = 1 / sqrt(mean(x^2) + eps)            one fp32 value per row, saved for backward
     y = x * r * gamma
@@ -9,12 +9,12 @@ Backward, with u = dy * gamma (derivation: d r / d x_i = -x_i r^3 / N):
     dgamma = sum over rows of dy * x * r     a sum over rows, never a mean
 
 Layout of the work: the forward runs one program per tile of ROWS rows by BLOCK =
-next_power_of_2(N) columns (the seed's one row per program when BLOCK >= 16384), with masks
+next_power_of_2(N) columns (the tutorial's one row per program when BLOCK >= 16384), with masks
 for the padding lanes and rows; every load is upcast to fp32 before
 any arithmetic (this is also what keeps bf16 right in the Triton interpreter). The backward
 runs programs over contiguous blocks of rows; each writes dx for its rows and one private
 row of fp32 partial dgamma sums (no atomics), which a second kernel reduces over programs.
-With one row per program this is exactly the seed's per-row scheme.
+With one row per program this is exactly the tutorial's per-row scheme.
 
 Contract (checked before any output is allocated): x [M, N] and gamma [N] of one dtype among
 fp32/fp16/bf16, on one device, any strides, 1 <= N <= 65536, eps a finite float > 0.
@@ -23,7 +23,6 @@ fp32/fp16/bf16, on one device, any strides, 1 <= N <= 65536, eps a finite float 
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import triton
@@ -31,6 +30,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
+from kernels._contract import require_float, require_like, require_runnable_device
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_N = 65536
@@ -157,15 +157,9 @@ def check_contract(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> None:
     n = x.shape[1]
     if gamma.dim() != 1 or gamma.shape[0] != n:
         raise ValueError(f"gamma must have shape ({n},) to match x's last dimension, got {tuple(gamma.shape)}")
-    if x.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"x has dtype {x.dtype}; this kernel supports float32, float16 and bfloat16: cast x first")
-    if gamma.dtype != x.dtype:
-        raise TypeError(f"gamma has dtype {gamma.dtype} but x has {x.dtype}; cast gamma to {x.dtype}")
-    if x.device != gamma.device:
-        raise ValueError(f"x is on {x.device} but gamma on {gamma.device}; move both to one device")
-    interpreting = os.environ.get("TRITON_INTERPRET") == "1"
-    if x.device.type != "cuda" and not (interpreting and x.device.type == "cpu"):
-        raise ValueError(f"x is on {x.device}: run on a CUDA device, or on the CPU with TRITON_INTERPRET=1")
+    require_float("x", x, SUPPORTED_DTYPES)
+    require_like("gamma", gamma, "x", x)
+    require_runnable_device(x, "x is")
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not math.isfinite(eps) or eps <= 0:
         raise ValueError(f"eps must be a finite number > 0, got {eps!r}; the usual value is 1e-6")
     if not 1 <= n <= MAX_N:

@@ -27,7 +27,6 @@ have x's dtype. An empty x gives an empty y.
 
 from __future__ import annotations
 
-import os
 
 import torch
 import triton
@@ -35,6 +34,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
+from kernels._contract import require_float, require_runnable_device, require_tensors
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
@@ -122,15 +122,11 @@ def _num_warps(block: int) -> int:
 
 def check_contract(x: torch.Tensor) -> None:
     """Raise before anything is allocated or launched if the input is outside the contract."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a tensor, got {type(x).__name__}")
+    require_tensors(("x", x))
     if x.dim() != 2:
         raise ValueError(f"x must be 2-D [M, N], got shape {tuple(x.shape)}; reshape it to (-1, N) first")
-    if x.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"x has dtype {x.dtype}; this kernel supports float32, float16 and bfloat16: cast x first")
-    interpreting = os.environ.get("TRITON_INTERPRET") == "1"
-    if x.device.type != "cuda" and not (interpreting and x.device.type == "cpu"):
-        raise ValueError(f"x is on {x.device}: run on a CUDA device, or on the CPU with TRITON_INTERPRET=1")
+    require_float("x", x, SUPPORTED_DTYPES)
+    require_runnable_device(x, "x is")
 
 
 def _forward(x):

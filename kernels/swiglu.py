@@ -31,7 +31,6 @@ have a's dtype. An empty a gives an empty y.
 
 from __future__ import annotations
 
-import os
 
 import torch
 import triton
@@ -39,6 +38,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
+from kernels._contract import require_float, require_like, require_runnable_device, require_tensors
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 1024
@@ -140,22 +140,14 @@ def _tile(n: int) -> tuple[int, int]:
 
 def check_contract(a: torch.Tensor, b: torch.Tensor) -> None:
     """Raise before anything is allocated or launched if the inputs are outside the contract."""
-    for name, t in (("a", a), ("b", b)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+    require_tensors(("a", a), ("b", b))
     if a.dim() != 2:
         raise ValueError(f"a must be 2-D [M, N], got shape {tuple(a.shape)}; reshape it to (-1, N) first")
     if b.shape != a.shape:
         raise ValueError(f"b must have a's shape {tuple(a.shape)}, got {tuple(b.shape)}")
-    if a.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"a has dtype {a.dtype}; this kernel supports float32, float16 and bfloat16: cast a first")
-    if b.dtype != a.dtype:
-        raise TypeError(f"b has dtype {b.dtype} but a has {a.dtype}; cast b to {a.dtype}")
-    if b.device != a.device:
-        raise ValueError(f"a is on {a.device} but b on {b.device}; move both to one device")
-    interpreting = os.environ.get("TRITON_INTERPRET") == "1"
-    if a.device.type != "cuda" and not (interpreting and a.device.type == "cpu"):
-        raise ValueError(f"a is on {a.device}: run on a CUDA device, or on the CPU with TRITON_INTERPRET=1")
+    require_float("a", a, SUPPORTED_DTYPES)
+    require_like("b", b, "a", a)
+    require_runnable_device(a, "a is")
 
 
 def _grid(m: int, n: int) -> tuple[tuple[int, int], int, int]:

@@ -46,14 +46,14 @@ def test_time_calls_follows_the_protocol_and_excludes_warmup():
         calls.append(1)
         clock.now += 1.0 if len(calls) <= 20 else 0.001  # slow warm-up (compilation) must not count
 
-    samples = benchmark.time_calls(fn, benchmark.SEED_PROTOCOL, clock)
+    samples = benchmark.time_calls(fn, benchmark.TUTORIAL_PROTOCOL, clock)
     assert len(calls) == 20 + 50 * 20 and len(samples) == 50
     assert all(s == pytest.approx(0.001) for s in samples)
     assert clock.syncs >= 1
 
 
-def test_seed_protocol_numbers():
-    p = benchmark.SEED_PROTOCOL
+def test_tutorial_protocol_numbers():
+    p = benchmark.TUTORIAL_PROTOCOL
     assert (p.warmup, p.samples, p.calls_per_sample) == (20, 50, 20)
     with pytest.raises(ValueError):
         benchmark.Protocol(samples=0)
@@ -117,7 +117,7 @@ def test_copy_ceiling_counts_read_and_write():
     assert c["bytes"] == 2 << 16 and c["bytes_per_s"] > 0
 
 
-def test_rmsnorm_workloads_match_the_seed_and_count_bytes():
+def test_rmsnorm_workloads_match_the_tutorial_and_count_bytes():
     import bench.rmsnorm as br
 
     ws = {w.name: w for w in br.workloads()}

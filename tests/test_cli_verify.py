@@ -61,7 +61,7 @@ def test_correct_plugin_passes_and_named_mutants_fail_case_by_case(tmp_path):
         c for c, v in mean["checks"].items() if v["failed"]}
     failures = [c for c in report["cases"] if not c["passed"]]
     assert all(c["repro"] and c["message"] for c in failures)
-    # the seed's point: N == BLOCK hides the divisor bug
+    # the tutorial's point: N == BLOCK hides the divisor bug
     block_cases = {c["case_id"]: c["passed"] for c in report["cases"] if c["kernel"] == "tutorial_div_by_block" and c["check"] == "forward"}
     assert any(",N=256," in cid and ok for cid, ok in block_cases.items())
     assert any(",N=257," in cid and not ok for cid, ok in block_cases.items())

@@ -1,4 +1,4 @@
-"""harness.workflows.exercise: the seed's BLOCK-divisor exercise. Bug class: a mean divided by the padded
+"""harness.workflows.exercise: the tutorial's BLOCK-divisor exercise. Bug class: a mean divided by the padded
 block width instead of the row length, invisible when N is a power of two."""
 
 import inspect
@@ -28,7 +28,7 @@ def test_mutant_source_refuses_a_kernel_without_the_site():
         exercise.mutant_source(inspect.getsource(kernels.rmsnorm), "_sum_partials")
 
 
-def test_exercise_shows_the_seed_figures(backend, device):
+def test_exercise_shows_the_tutorial_figures(backend, device):
     report = exercise.run(backend=backend.name, device=device)
     assert report["passed"], [e for e in report["expectations"] if not e["passed"]]
     ones = report["row_of_ones"]["values"]

@@ -1,4 +1,4 @@
-"""bench/fused_linear_cross_entropy.py on the CPU: the workloads are the issue's, and the
+"""bench/fused_linear_cross_entropy.py on the CPU: the workloads hold the Llama-3-8B-sized head, and the
 implementations that can run here agree on a small input (a wrongly wired column would not)."""
 
 import torch
@@ -7,7 +7,7 @@ import bench.fused_linear_cross_entropy as bf
 from harness.workflows.benchmark import Unavailable
 
 
-def test_workloads_include_the_issue_shape_with_three_matmuls_of_flops():
+def test_workloads_include_the_llama_head_shape_with_three_matmuls_of_flops():
     names = [w.name for w in bf.workloads()]
     assert "N=16384 D=4096 V=128256 bf16" in names
     big = next(w for w in bf.workloads() if not w.quick)

@@ -76,7 +76,7 @@ def test_a_fresh_job_gets_a_worker_of_its_own():
     assert results[1].pid not in (results[0].pid, results[2].pid)
 
 
-def test_mutate_jobs_default_is_the_issue_contract_and_auto_fills_the_machine(monkeypatch):
+def test_mutate_jobs_default_is_a_worker_per_core_or_gpu_and_auto_fills_the_machine(monkeypatch):
     import os
     import types
 

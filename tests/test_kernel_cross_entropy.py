@@ -8,8 +8,7 @@ import math
 import pytest
 import torch
 
-from harness.compare.allclose import compare
-from harness.compare.tolerances import for_dtype
+from kernel_checks import assert_close, assert_rejected, spread_cases
 from kernels import cross_entropy as k
 from oracles.cross_entropy import cross_entropy_backward, cross_entropy_magnitudes, cross_entropy_reference
 from properties.layouts import place
@@ -59,13 +58,6 @@ def _inputs(n, v, dtype, layout, device, seed=0, kind="normal", ignore_index=-10
     return place(x.to(dtype), layout, device), place(t, t_layout, device), upstream
 
 
-def _assert_close(name, actual, expected, magnitude, dtype):
-    assert actual.dtype == dtype and actual.shape == expected.shape, (name, actual.dtype, actual.shape)
-    tol = for_dtype(dtype)
-    result = compare(actual, expected.to(dtype), atol=tol.atol, rtol=tol.rtol, magnitude=magnitude, terms_rtol=tol.terms_rtol)
-    assert result.passed, f"{name}: {result.message}"
-
-
 def _check(x, t, upstream, ignore_index=-100):
     xr = x.detach().clone().requires_grad_()
     loss = k.cross_entropy(xr, t, ignore_index)
@@ -73,16 +65,12 @@ def _check(x, t, upstream, ignore_index=-100):
     # the oracle gets the upstream gradient as the kernel saw it, rounded to x's dtype
     u = float(torch.tensor(upstream, dtype=x.dtype))
     loss_terms, dx_terms = cross_entropy_magnitudes(x, t, u, ignore_index)
-    _assert_close("loss", loss, cross_entropy_reference(x, t, ignore_index), loss_terms, x.dtype)
-    _assert_close("dlogits", dx, cross_entropy_backward(x, t, u, ignore_index), dx_terms, x.dtype)
+    assert_close("loss", loss, cross_entropy_reference(x, t, ignore_index), loss_terms, x.dtype)
+    assert_close("dlogits", dx, cross_entropy_backward(x, t, u, ignore_index), dx_terms, x.dtype)
     return loss, dx
 
 
-CASES = [
-    (shape, dtype, LAYOUTS[(i + j) % len(LAYOUTS)], VALUE_KINDS[(i + 2 * j) % len(VALUE_KINDS)])
-    for i, shape in enumerate(SHAPES)
-    for j, dtype in enumerate(DTYPES)
-]
+CASES = spread_cases(SHAPES, DTYPES, LAYOUTS, VALUE_KINDS)
 
 
 @pytest.mark.parametrize("shape, dtype, layout, kind", CASES, ids=lambda v: str(v).replace("torch.", ""))
@@ -146,11 +134,6 @@ def test_empty_batch_is_nan_like_torch(device):
     assert dx.shape == (0, 8)
 
 
-class _NoLaunch:
-    def __getitem__(self, grid):
-        raise AssertionError("a kernel was launched for out-of-contract inputs")
-
-
 def _t(values, d):
     return torch.tensor(values, dtype=torch.int64, device=d)
 
@@ -172,11 +155,5 @@ def _t(values, d):
     ],
 )
 def test_contract_errors_raise_before_any_launch(make, error, words, device, monkeypatch):
-    for name in ("_cross_entropy_forward", "_cross_entropy_mean", "_cross_entropy_backward"):
-        monkeypatch.setattr(k, name, _NoLaunch())
-    x, t, ignore_index = make(device)
-    before = x.clone()
-    with pytest.raises(error) as err:
-        k.cross_entropy(x, t, ignore_index)
-    assert words in str(err.value)
-    assert torch.equal(x, before)
+    assert_rejected(k.cross_entropy, make(device), error, words, module=k, monkeypatch=monkeypatch,
+                    no_launch=("_cross_entropy_forward", "_cross_entropy_mean", "_cross_entropy_backward"))

@@ -5,8 +5,7 @@ rejected before any launch."""
 import pytest
 import torch
 
-from harness.compare.allclose import compare
-from harness.compare.tolerances import for_dtype
+from kernel_checks import assert_close, assert_rejected, spread_cases
 from kernels import layer_norm as k
 from oracles.layer_norm import (
     layer_norm_backward,
@@ -46,26 +45,19 @@ def _inputs(m, n, dtype, layout, device, seed=0, rows="normal"):
     )
 
 
-def _assert_close(name, actual, expected, magnitude, dtype):
-    assert actual.dtype == dtype and actual.shape == expected.shape, (name, actual.dtype, actual.shape)
-    tol = for_dtype(dtype)
-    result = compare(actual, expected.to(dtype), atol=tol.atol, rtol=tol.rtol, magnitude=magnitude, terms_rtol=tol.terms_rtol)
-    assert result.passed, f"{name}: {result.message}"
-
-
 def _check(x, w, b, dy, eps=EPS):
     dtype = x.dtype
     xr, wr, br = (t.detach().clone().requires_grad_() for t in (x, w, b))
     y = k.layer_norm(xr, wr, br, eps)
     dx, dw, db = torch.autograd.grad(y, (xr, wr, br), dy)
-    _assert_close("y", y, layer_norm_reference(x, w, b, eps), layer_norm_forward_magnitudes(x, w, b, eps), dtype)
+    assert_close("y", y, layer_norm_reference(x, w, b, eps), layer_norm_forward_magnitudes(x, w, b, eps), dtype)
     expected = layer_norm_backward(x, w, b, eps, dy)
     mags = layer_norm_backward_magnitudes(x, w, b, eps, dy)
     for name, actual, e, mag in zip(("dx", "dweight", "dbias"), (dx, dw, db), expected, mags):
-        _assert_close(name, actual, e, mag, dtype)
+        assert_close(name, actual, e, mag, dtype)
 
 
-CASES = [(shape, dtype, LAYOUTS[(i + j) % len(LAYOUTS)]) for i, shape in enumerate(SHAPES) for j, dtype in enumerate(DTYPES)]
+CASES = spread_cases(SHAPES, DTYPES, LAYOUTS)
 
 
 @pytest.mark.parametrize("shape, dtype, layout", CASES, ids=lambda v: str(v).replace("torch.", ""))
@@ -115,7 +107,7 @@ def test_inputs_unchanged_and_only_requested_grads(device):
     for t, t0 in zip((x, w, b, dy), before):
         assert torch.equal(t.detach(), t0)
     expected = layer_norm_backward(x.detach(), w, b, EPS, dy)[0]
-    _assert_close("dx", dx, expected, layer_norm_backward_magnitudes(x.detach(), w, b, EPS, dy)[0], torch.float16)
+    assert_close("dx", dx, expected, layer_norm_backward_magnitudes(x.detach(), w, b, EPS, dy)[0], torch.float16)
 
 
 def test_empty_batch(device):
@@ -125,11 +117,6 @@ def test_empty_batch(device):
     assert y.shape == (0, 8)
     dx, dw = torch.autograd.grad(y.sum(), (x, w))
     assert dx.shape == (0, 8) and torch.equal(dw, torch.zeros(8, device=device))
-
-
-class _NoLaunch:
-    def __getitem__(self, grid):
-        raise AssertionError("a kernel was launched for out-of-contract inputs")
 
 
 @pytest.mark.parametrize(
@@ -149,11 +136,5 @@ class _NoLaunch:
     ],
 )
 def test_contract_errors_raise_before_any_launch(make, error, words, device, monkeypatch):
-    for name in ("_layer_norm_forward", "_layer_norm_backward_dx", "_layer_norm_backward_dwdb", "_sum_partials"):
-        monkeypatch.setattr(k, name, _NoLaunch())
-    x, w, b, eps = make(device)
-    before = x.clone()
-    with pytest.raises(error) as err:
-        k.layer_norm(x, w, b, eps)
-    assert words in str(err.value)
-    assert torch.equal(x, before)
+    assert_rejected(k.layer_norm, make(device), error, words, module=k, monkeypatch=monkeypatch,
+                    no_launch=("_layer_norm_forward", "_layer_norm_backward_dx", "_layer_norm_backward_dwdb", "_sum_partials"))

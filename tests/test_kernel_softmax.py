@@ -5,8 +5,7 @@ rejected before any launch."""
 import pytest
 import torch
 
-from harness.compare.allclose import compare
-from harness.compare.tolerances import for_dtype
+from kernel_checks import assert_close, assert_rejected, spread_cases
 from kernels import softmax as k
 from oracles.softmax import softmax_backward, softmax_backward_magnitudes, softmax_forward_magnitudes, softmax_reference
 from properties.layouts import place
@@ -44,26 +43,15 @@ def _inputs(m, n, dtype, layout, device, seed=0, kind="normal"):
     return place(x.to(dtype), layout, device), place(dy.to(dtype), dy_layout, device)
 
 
-def _assert_close(name, actual, expected, magnitude, dtype):
-    assert actual.dtype == dtype and actual.shape == expected.shape, (name, actual.dtype, actual.shape)
-    tol = for_dtype(dtype)
-    result = compare(actual, expected.to(dtype), atol=tol.atol, rtol=tol.rtol, magnitude=magnitude, terms_rtol=tol.terms_rtol)
-    assert result.passed, f"{name}: {result.message}"
-
-
 def _check(x, dy):
     xr = x.detach().clone().requires_grad_()
     y = k.softmax(xr)
     (dx,) = torch.autograd.grad(y, (xr,), dy)
-    _assert_close("y", y, softmax_reference(x), softmax_forward_magnitudes(x), x.dtype)
-    _assert_close("dx", dx, softmax_backward(x, dy), softmax_backward_magnitudes(x, dy), x.dtype)
+    assert_close("y", y, softmax_reference(x), softmax_forward_magnitudes(x), x.dtype)
+    assert_close("dx", dx, softmax_backward(x, dy), softmax_backward_magnitudes(x, dy), x.dtype)
 
 
-CASES = [
-    (shape, dtype, LAYOUTS[(i + j) % len(LAYOUTS)], VALUE_KINDS[(i + 2 * j) % len(VALUE_KINDS)])
-    for i, shape in enumerate(SHAPES)
-    for j, dtype in enumerate(DTYPES)
-]
+CASES = spread_cases(SHAPES, DTYPES, LAYOUTS, VALUE_KINDS)
 
 
 @pytest.mark.parametrize("shape, dtype, layout, kind", CASES, ids=lambda v: str(v).replace("torch.", ""))
@@ -123,11 +111,6 @@ def test_empty_inputs(device):
         assert dx.shape == shape
 
 
-class _NoLaunch:
-    def __getitem__(self, grid):
-        raise AssertionError("a kernel was launched for out-of-contract inputs")
-
-
 @pytest.mark.parametrize(
     "make, error, words",
     [
@@ -139,9 +122,5 @@ class _NoLaunch:
     ],
 )
 def test_contract_errors_raise_before_any_launch(make, error, words, device, monkeypatch):
-    for name in ("_softmax_forward", "_softmax_backward"):
-        monkeypatch.setattr(k, name, _NoLaunch())
-    x = make(device)
-    with pytest.raises(error) as err:
-        k.softmax(x)
-    assert words in str(err.value)
+    assert_rejected(k.softmax, (make(device),), error, words, module=k, monkeypatch=monkeypatch,
+                    no_launch=("_softmax_forward", "_softmax_backward"))

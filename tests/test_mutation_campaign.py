@@ -144,8 +144,8 @@ def test_an_outcome_names_the_gpu_that_ran_it(tmp_path):
 
 
 def test_once_sanity_fails_the_mutants_not_yet_started_are_skipped(monkeypatch):
-    # run 13 on the H200: a clean kernel failed in 9 s, and the pool still ran 384 mutants for
-    # 82 s whose results were then discarded
+    # bug class: a clean kernel that fails in seconds while the pool still runs every mutant,
+    # whose results are then discarded
     from harness.execution.jobs import Event
 
     ran = []
@@ -206,8 +206,8 @@ class FakeLooks:
 
 
 def test_a_memcheck_first_look_kill_stands_for_the_suite_and_a_clean_look_runs_it(monkeypatch):
-    # run 15 on the H200: 18 mutants ran their whole suite (every case: a masked-out read fails
-    # none) before the second look killed them; the kill cache knows the case that shows it
+    # bug class: mutants that only memcheck kills (a masked-out read fails no case) running their
+    # whole suite before the second look; the kill cache knows the case that shows them
     from harness.execution.jobs import Event
 
     ran, events = [], []

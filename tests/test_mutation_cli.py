@@ -87,7 +87,7 @@ def test_sigterm_writes_a_partial_report_and_leaves_no_worker_behind(tmp_path):
 
 def test_progress_counts_every_job_when_an_op_has_several_kernels(tmp_path):
     # fused_linear_cross_entropy has two project kernels: two clean runs and two forced failures
-    # (H200 run 14 printed 385/384 before this was counted right)
+    # (bug class: a count of finished jobs above the total, such as 385/384)
     import re
 
     case = ("fused_linear_cross_entropy:N=17,D=33,V=63,dtype=float32,layout=offset,values=tiny,ignored=some,"

@@ -28,7 +28,7 @@ def test_explicit_backward_matches_autograd():
     torch.testing.assert_close(dg, dg_auto, rtol=1e-12, atol=1e-12)
 
 
-def test_worked_example_from_the_seed():
+def test_worked_example_from_the_tutorial():
     x = torch.tensor([[3.0, 4.0]], dtype=torch.float64)
     y = rmsnorm_reference(x, torch.tensor([2.0, 0.5], dtype=torch.float64), 1e-6)
     torch.testing.assert_close(y, torch.tensor([[1.697056, 0.565685]], dtype=torch.float64), atol=1e-6, rtol=0)

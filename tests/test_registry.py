@@ -68,3 +68,27 @@ def test_select_takes_several_globs_separated_by_commas():
     both = REGISTRY.select(kind="kernel", pattern="triton_rmsnorm, triton_flce")
     assert {e.name for e in both} == {"triton_rmsnorm", "triton_flce"}
     assert REGISTRY.select(kind="kernel", pattern="nothing*,triton_rms*")[0].name == "triton_rmsnorm"
+
+
+def _plugin(tmp_path, body: str) -> str:
+    path = tmp_path / "stops.py"
+    path.write_text(body)
+    return str(path)
+
+
+def test_ctrl_c_during_a_plugin_import_stops_the_run(tmp_path):  # bug class: Ctrl-C swallowed as a plugin error
+    from harness.registry.loader import load_plugin
+
+    path = _plugin(tmp_path, "raise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        load_plugin(path)
+    with pytest.raises(KeyboardInterrupt):  # not left half-imported in sys.modules: a second load runs it again
+        load_plugin(path)
+
+
+def test_a_plugin_that_exits_at_import_is_a_plugin_error(tmp_path):  # bug class: sys.exit in user code ends the CLI
+    from harness.errors import PluginError
+    from harness.registry.loader import load_plugin
+
+    with pytest.raises(PluginError, match=r"failed to import \(line 2\): SystemExit"):
+        load_plugin(_plugin(tmp_path, "import sys\nsys.exit(3)\n"))

@@ -17,7 +17,7 @@ import pytest
 
 from harness.cli import outdir
 from harness.cli import report as report_cli
-from reports import clean, jsonio, manifest, plots, verify_report, writer
+from reports import jsonio, manifest, plots, verify_report, writer
 
 ROOT = Path(__file__).resolve().parent.parent
 NONFINITE = "tests/fixtures/nonfinite_rmsnorm.py"
@@ -80,7 +80,7 @@ def test_json_reports_are_strict_and_read_back_as_floats(tmp_path):
     assert strict(path) == {"max_abs_err": "nan", "err_ratio": "inf", "low": "-inf", "fine": 0.5, "name": "x"}
     back = jsonio.loads(path.read_text())
     assert math.isnan(back["max_abs_err"]) and back["err_ratio"] == math.inf and back["low"] == -math.inf
-    assert math.isnan(jsonio.loads('{"a": NaN}')["a"])  # reports written before this change still read
+    assert math.isnan(jsonio.loads('{"a": NaN}')["a"])  # bare NaN tokens (Python's json) still read
 
 
 def test_worst_ratio_is_nan_whatever_the_order():

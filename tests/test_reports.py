@@ -14,7 +14,7 @@ import pytest
 from harness.cli import main
 from harness.cli import report as report_cli
 from reports import html, junit, plots, summary_md
-from test_reports_data import BAD, GOOD, HOSTILE_MESSAGE, expected_failures, mutation_report, verify_report
+from test_reports_data import BAD, GOOD, expected_failures, mutation_report, verify_report
 
 
 @pytest.fixture(scope="module")
@@ -237,11 +237,11 @@ def test_where_the_time_went_comes_from_the_reports_and_skips_what_they_lack():
 
 
 def test_bench_goals_show_met_or_the_gap_and_what_limits_them():
-    # issue #6: where a goal is not met, the report shows the gap and what limits it
+    # where a goal is not met, the report shows the gap and what limits it
     missed = {"workload": "w", "mode": "forward+backward", "met": False, "limited_by": "bytes: dW rewritten per chunk",
               "text": "target w forward+backward: k (project) 139.0 us against <= 80.0 us: NOT met, 1.74x the target"}
     met = {"workload": "w", "mode": "forward", "met": True, "text": "target w forward: k (project) 1.0 us against <= 2.0 us: met"}
-    old = {"workload": "w", "mode": "forward", "time_met": True}  # a bench report from before the text was kept
+    old = {"workload": "w", "mode": "forward", "time_met": True}  # a bench report without the goal's text (an older writer)
     bench = {"device": "H200", "command": "python -m harness bench --op x", "results": [], "targets": [missed, met, old]}
     md = summary_md.render(verify_report(), None, {"bench x": bench})
     assert "### bench x: goals" in md

@@ -40,7 +40,7 @@ def test_rmsnorm_generator_produces_the_cases_that_matter(predicate):
     assert predicate(found)
 
 
-def test_rmsnorm_floor_holds_the_seed_shapes_in_every_dtype_and_layout():
+def test_rmsnorm_floor_holds_the_tutorial_shapes_in_every_dtype_and_layout():
     floor = REGISTRY.op("rmsnorm").floor_cases(backend="interpreter")
     assert len(floor) >= 72
     combos = {(c["M"], c["N"], c["dtype"], c["layout"]) for c in floor}

@@ -1,4 +1,4 @@
-"""harness.workflows.training: the seed's integration check. Bug classes: a kernel path that silently
+"""harness.workflows.training: the tutorial's integration check. Bug classes: a kernel path that silently
 trains with another RMSNorm (call counts), a save/reload that loses weights, paths that diverge."""
 
 import json
@@ -66,7 +66,7 @@ def test_cli_exits_one_when_a_condition_fails(tmp_path, monkeypatch, capsys):
     assert "FAIL  final_mse" in capsys.readouterr().out
 
 
-def test_configs_keep_the_seed_shape():
+def test_configs_keep_the_tutorial_shape():
     assert training.CONFIGS["cuda"].in_features == 128 and training.CONFIGS["cuda"].hidden == 257
     for cfg in training.CONFIGS.values():
         assert (cfg.steps, cfg.batch, cfg.hidden) == (100, 32, 257)

@@ -7,7 +7,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import torch
 
 from harness import Contract, RegistryError, register_kernel
 from harness.record import waivers

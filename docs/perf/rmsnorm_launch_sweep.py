@@ -6,12 +6,12 @@ Variants of the project's RMSNorm launch parameters, seed protocol, one run."""
 import sys, itertools
 sys.path.insert(0, '.')
 import torch, triton
-from harness.workflows.benchmark import SEED_PROTOCOL, CudaClock, summarize, time_calls
+from harness.workflows.benchmark import TUTORIAL_PROTOCOL, CudaClock, summarize, time_calls
 import kernels.rmsnorm as K
 
 def med(fn):
     """Median microseconds per call, the seed protocol (harness.workflows.benchmark)."""
-    return summarize(time_calls(fn, SEED_PROTOCOL, CudaClock()))["median_us"]
+    return summarize(time_calls(fn, TUTORIAL_PROTOCOL, CudaClock()))["median_us"]
 
 orig_w, orig_p = K._num_warps, K._programs_for
 sms = torch.cuda.get_device_properties(0).multi_processor_count

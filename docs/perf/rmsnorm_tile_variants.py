@@ -6,7 +6,7 @@ Candidate RMSNorm kernels (2-D row tiles) vs the current ones; correctness vs fl
 import sys, cProfile, pstats, io
 sys.path.insert(0, '.')
 import torch, triton, triton.language as tl
-from harness.workflows.benchmark import SEED_PROTOCOL, CudaClock, summarize, time_calls
+from harness.workflows.benchmark import TUTORIAL_PROTOCOL, CudaClock, summarize, time_calls
 import kernels.rmsnorm as K
 from oracles.rmsnorm import rmsnorm_reference, rmsnorm_backward
 
@@ -48,7 +48,7 @@ def bwd_tile(X, G, DY, RSTD, DX, PARTIAL, M, N, stride_xm, stride_xn, stride_g, 
 
 def med(fn):
     """Median microseconds per call, the seed protocol (harness.workflows.benchmark)."""
-    return summarize(time_calls(fn, SEED_PROTOCOL, CudaClock()))["median_us"]
+    return summarize(time_calls(fn, TUTORIAL_PROTOCOL, CudaClock()))["median_us"]
 
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 for (M,N,dt) in [(32768,4096,torch.bfloat16),(128,257,torch.float32),(4096, 8192, torch.bfloat16)]:

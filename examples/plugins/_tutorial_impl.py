@@ -1,4 +1,4 @@
-"""The Italian seed's tutorial RMSNorm, written as an outside kernel engineer would, for the
+"""The tutorial's RMSNorm, written as an outside kernel engineer would, for the
 plugin examples. ``DIV_BY_BLOCK`` and ``DGAMMA_MEAN`` switch on the two bugs the design names:
 dividing by BLOCK instead of N (forward and backward means), and a mean instead of a sum for
 dgamma. Contract: contiguous fp32/fp16, N <= 4096."""

@@ -55,13 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
         with outdir.session(args, args.command):  # writable and locked before any work
             return args._run(args)
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except ForeignFileError as exc:  # a user's file under a report's name: refused, never overwritten
+    except (HarnessError, ForeignFileError) as exc:  # ForeignFileError: a user's file under a report's name, never overwritten
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -11,7 +11,7 @@ from harness.cli import common
 from harness.errors import UsageError
 
 NAME = "bench"
-HELP = "time an op's implementations (seed protocol: CUDA events, median of 50 samples of 20 calls); needs a GPU"
+HELP = "time an op's implementations (the tutorial's protocol: CUDA events, median of 50 samples of 20 calls); needs a GPU"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         figure = row.get("error") or f"{row['median_us']:.1f} us"
         print(f"  {row['workload']:<18} {row['implementation']:<28} {row['mode']:<17} {figure}", flush=True)
 
-    print(f"bench {args.op} on {torch.cuda.get_device_name()} ({'quick' if args.quick else 'seed protocol'})", flush=True)
+    protocol = "quick" if args.quick else "the tutorial's protocol"
+    print(f"bench {args.op} on {torch.cuda.get_device_name()} ({protocol})", flush=True)
     result = benchmark.run(definition, device=backend.device, clock=benchmark.CudaClock(),
                            quick=args.quick, select=args.select, on_result=progress)
     report = {**environment.header(backend.describe(), seed=None), "op": args.op, "quick": args.quick, **result}

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 from harness.run import backend as backends
-from harness.run.backend import BACKENDS
 
 DEFAULT_REPORT_DIR = "reports/out"
 
@@ -113,8 +112,8 @@ def default_jobs(backend: backends.Backend, n_jobs: int, *, shardable: bool = Fa
 
 
 def mutate_jobs(requested: int | str | None, backend: backends.Backend, n_jobs: int) -> int:
-    """mutate's --jobs: a number; ``auto`` (default_jobs); or, when not given, the issue's
-    contract: the machine's cores, and on CUDA one worker per visible GPU."""
+    """mutate's --jobs: a number; ``auto`` (default_jobs); or, when not given, the machine's
+    cores, and on CUDA one worker per visible GPU."""
     from harness.execution.jobs import visible_gpus
 
     if isinstance(requested, int):

@@ -1,4 +1,4 @@
-"""``python -m harness exercise``: the seed's BLOCK-divisor exercise, through the harness's records."""
+"""``python -m harness exercise``: the tutorial's BLOCK-divisor exercise, through the harness's records."""
 
 from __future__ import annotations
 

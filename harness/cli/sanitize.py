@@ -15,19 +15,20 @@ import argparse
 
 from harness.cli import common
 from harness.errors import UsageError
+from harness.settings import DEFAULTS, current as current_settings
 
 NAME = "sanitize"
 HELP = "run kernels (the project's and --plugin ones) under compute-sanitizer (memcheck, racecheck), per kernel; needs a GPU"
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 DEFAULT_TOOLS = "memcheck,racecheck"
-MAX_CASE_BYTES = 8 * 2**20  # inputs per driven case
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tools", default=DEFAULT_TOOLS, help=f"comma-separated, from {','.join(TOOLS)} (default: {DEFAULT_TOOLS})")
     p.add_argument("--select", default="*", metavar="GLOB", help="glob on kernel names (default: *)")
     p.add_argument("--cases", type=common.positive_int, default=8, metavar="N", help="floor cases per kernel (default: 8)")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per kernel and tool (default: 300)")
+    p.add_argument("--timeout", type=float, default=DEFAULTS.sanitize_timeout_s, metavar="SECONDS",
+                   help=f"per kernel and tool (default: {DEFAULTS.sanitize_timeout_s:g})")
     p.add_argument("--report-dir", default=common.DEFAULT_REPORT_DIR, metavar="DIR",
                    help=f"where sanitize.json goes (default: {common.DEFAULT_REPORT_DIR})")
     p.add_argument("--plugin", action="append", default=[], metavar="PATH",
@@ -82,6 +83,7 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
     from harness.registry import loader
     from harness.cases.case import Case
     from harness.registry.registry import REGISTRY
+    from harness.record.case_record import Phase
     from harness.run.runner import run_case
 
     loader.load_all(plugins=plugins)
@@ -97,12 +99,12 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
         args = spec.make_inputs(c, "cpu").args
         size = sum(a.numel() * a.element_size() for a in args if hasattr(a, "numel"))
         # within the contract, and of bounded size: the sanitizers slow kernels 10-100x
-        if size <= MAX_CASE_BYTES and not entry.contract.violations(args):
+        if size <= current_settings().sanitize_max_case_bytes and not entry.contract.violations(args):
             inside.append(c)
     failed = 0
     for case in [Case.parse(only)] if only else pick_cases(inside, count, cover):
         print(f"driver: start {case.id}", flush=True)
-        result = run_case(spec, entry, case, backend=backend.name, device=backend.device, phase="explicit")
+        result = run_case(spec, entry, case, backend=backend.name, device=backend.device, phase=Phase.EXPLICIT)
         bad = [r.check for r in result.records if not r.passed]
         failed += bool(bad)
         if backend.name == "cuda":

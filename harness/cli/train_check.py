@@ -1,4 +1,4 @@
-"""``python -m harness train-check``: the seed's training integration (see harness/workflows/training.py)."""
+"""``python -m harness train-check``: the tutorial's training integration (see harness/workflows/training.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the rmsnorm kernel to train with: any registered one, plugins included "
                         "(default: the project's first rmsnorm kernel)")
     p.add_argument("--plugin", action="append", default=[], metavar="PATH", help="Python file that registers kernels (repeatable)")
-    p.add_argument("--seed-dims", action="store_true",
-                   help="use the seed's dimensions (in_features 128) on the interpreter too (slower)")
+    p.add_argument("--tutorial-dims", "--seed-dims", dest="tutorial_dims", action="store_true",
+                   help="use the tutorial's dimensions (in_features 128) on the interpreter too (slower)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     loader.load_all(plugins=args.plugin)
     entry = kernel_entry(args.kernel)
-    cfg = training.CONFIGS["cuda" if args.seed_dims else backend.name]
+    cfg = training.CONFIGS["cuda" if args.tutorial_dims else backend.name]
     cfg = dataclasses.replace(cfg, seed=args.seed)
     result = training.run(cfg, backend.device, entry.fn)
     report = {**environment.header(backend.describe(), seed=args.seed), "kernel": entry.name, **result}

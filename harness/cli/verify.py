@@ -9,16 +9,16 @@ import time
 
 from harness.cli import common
 from harness.errors import UsageError
+from harness.settings import DEFAULTS, WATCHDOG_ENV
 
 NAME = "verify"
 HELP = "check registered kernels against float64 oracles, case by case"
-DEFAULT_MAX_EXAMPLES = {"interpreter": 30, "cuda": 200}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_selection(p)
     p.add_argument("--case", metavar="CASE_ID", help="re-run exactly one case (the id printed in reports)")
-    p.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS", help="per-kernel time limit")
+    p.add_argument("--timeout", type=float, default=DEFAULTS.job_timeout_s, metavar="SECONDS", help="per-kernel time limit")
     p.add_argument("--shards", type=common.at_least_one, default=None, metavar="K",
                    help="split each kernel's cases over K workers; the case set is the same for any K "
                         "(default: spare worker slots shared among the kernels)")
@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     started = time.monotonic()
     backend = common.prepare(args)
     from harness.cases.case import Case
-    from harness.execution.jobs import Job, run_jobs
+    from harness.execution.jobs import Job, JobStatus, run_jobs
     from harness.execution.progress import Progress
     from harness.registry.registry import REGISTRY
     from reports import console, environment, verify_report, writer
@@ -82,7 +82,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
             raise UsageError(f"--case is a {case.op!r} case but no selected kernel implements {case.op!r}")
     if case is not None and args.shard is not None:
         raise UsageError("--case runs one case; it cannot be split with --shard")
-    max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
+    max_examples = args.max_examples if args.max_examples is not None else DEFAULTS.max_examples(backend.name)
     parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, len(entries), shardable=case is None)
     shards = 1 if case else (args.shards or max(1, parallel // len(entries)))
     # CI part I of K, split again over the local shards: local shard j runs the suite's global
@@ -111,8 +111,6 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
         for i in range(shards)
     ]
     if args.watchdog is not None:  # the judges read it (harness.settings.current)
-        from harness.settings import WATCHDOG_ENV
-
         if args.watchdog <= 0:
             raise UsageError(f"--watchdog must be a positive number of seconds, got {args.watchdog}")
         os.environ[WATCHDOG_ENV] = str(args.watchdog)
@@ -133,11 +131,11 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
             parts = results[ran * shards : (ran + 1) * shards]
             ran += 1
             run = {"records": [r.to_dict() for part in parts for r in part.records],
-                   "status": next((p.status for p in parts if p.status != "ok"), "ok"),
+                   "status": next((p.status for p in parts if p.status is not JobStatus.OK), JobStatus.OK).value,
                    "seconds": max(p.seconds for p in parts),
                    "worker_seconds": round(sum(p.seconds for p in parts), 3), "shards": shards}
             extra = {}
-            if all(p.status == "ok" for p in parts):  # only a complete run is kept (no crash, hang, Ctrl-C)
+            if all(p.status is JobStatus.OK for p in parts):  # only a complete run is kept (no crash, hang, Ctrl-C)
                 incremental.remember(store, incremental.VERIFY, f"{entry.op}/{entry.name}", kept, run)
         records += run["records"]
         kernels.append(
@@ -153,7 +151,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     header["max_examples"] = max_examples
     if args.shard is not None:  # `report --merge` checks that every part of the same run is there
         header["shard"] = {"index": ci_part, "count": ci_parts}
-    interrupted = any(r.status == "interrupted" for r in results)
+    interrupted = any(r.status is JobStatus.INTERRUPTED for r in results)
     if interrupted:
         header["interrupted"] = True  # stopped early (Ctrl-C or SIGTERM): what ran is kept, the verdict is FAIL
     report = verify_report.build(header, kernels, records, allow_unverified=args.allow_unverified)
@@ -172,7 +170,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
 
             report_cli.write_after_run(args.report_dir)  # a rendering failure warns; the exit status stays the verdict
     if interrupted:
-        running = [f"{r.job.label} was running {r.current}" for r in results if r.status == "interrupted" and r.current]
+        running = [f"{r.job.label} was running {r.current}" for r in results if r.status is JobStatus.INTERRUPTED and r.current]
         print("verify: interrupted; the report holds the cases that ran" + (": " + "; ".join(running) if running else ""),
               file=sys.stderr)
         return 130

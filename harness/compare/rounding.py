@@ -36,7 +36,6 @@ import torch
 COPIES = 4
 SAFETY = 2.0
 COMPUTE_ULPS = 8.0
-U32 = 2.0**-24
 
 UNIT_ROUNDOFF = {
     torch.float16: 2.0**-11,

@@ -4,9 +4,9 @@ A value passes when ``|actual - expected| <= atol + rtol * |expected|`` (torch.a
 rule), ``expected`` being the float64 oracle rounded to the output's dtype.
 
 Reasoning per row:
-- float32: the Italian seed's figures. An fp32 row reduction of length N typically loses
+- float32: the tutorial's figures. An fp32 row reduction of length N typically loses
   about sqrt(N) * 6e-8 relative (5e-6 at N=8192), far inside rtol 1e-4.
-- float16: the seed's atol = rtol = 3e-3, about three fp16 ulps at 1.0 (ulp = 2^-10):
+- float16: the tutorial's atol = rtol = 3e-3, about three fp16 ulps at 1.0 (ulp = 2^-10):
   half an ulp from the oracle's rounding, half from the kernel's, the rest fp32 arithmetic.
 - bfloat16: one bf16 ulp at 1.0 is 2^-7 = 7.8e-3. The Triton interpreter truncates
   fp32 -> bf16 instead of rounding (up to one whole ulp), and the oracle's own rounding
@@ -42,8 +42,8 @@ class Tolerance:
 
 
 TABLE: dict[torch.dtype, Tolerance] = {
-    torch.float32: Tolerance(1e-5, 1e-4, "Italian seed, fp32"),
-    torch.float16: Tolerance(3e-3, 3e-3, "Italian seed, fp16: about 3 ulps at 1.0"),
+    torch.float32: Tolerance(1e-5, 1e-4, "the tutorial's, fp32"),
+    torch.float16: Tolerance(3e-3, 3e-3, "the tutorial's, fp16: about 3 ulps at 1.0"),
     torch.bfloat16: Tolerance(1.6e-2, 1.6e-2, "2 bf16 ulps at 1.0: interpreter truncation + oracle rounding"),
     torch.float64: Tolerance(1e-10, 1e-9, "double arithmetic", terms_rtol=1e-12),
 }

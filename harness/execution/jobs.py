@@ -14,6 +14,7 @@ worker slots are spread over the visible GPUs (CUDA_VISIBLE_DEVICES per worker).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import hmac
 import json
@@ -28,9 +29,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from harness.settings import PROJECT_ROOT
+from harness.settings import DEFAULTS, PROJECT_ROOT, current as current_settings
 from harness.cases.case import repro_command, Case
-from harness.record.case_record import CaseRecord
+from harness.record.case_record import CaseRecord, Phase
 
 ROOT = PROJECT_ROOT
 
@@ -45,7 +46,7 @@ class Job:
     plugins: tuple[str, ...] = ()
     case: str | None = None
     stop_at_first_failure: bool = False
-    timeout: float = 1800.0
+    timeout: float = DEFAULTS.job_timeout_s
     extra_modules: tuple[str, ...] = ()  # modules that register more entries (e.g. generated mutants)
     shard: int = 0  # this job runs the cases of shard ``shard`` of ``shards`` (harness.run.suite)
     shards: int = 1
@@ -59,10 +60,26 @@ class Job:
         return f"{self.op}/{self.kernel}{part}"
 
 
+class JobStatus(enum.StrEnum):
+    """How a job ended. Reports hold the value (``"ok"``, ...)."""
+
+    OK = "ok"
+    CRASHED = "crashed"  # its worker or kernel process died
+    TIMEOUT = "timeout"  # its worker or kernel process hung
+    INTERRUPTED = "interrupted"  # the run was stopped before the job ended
+    SKIPPED = "skipped"  # not run (run_jobs's ``skip``)
+
+
+class EventKind(enum.StrEnum):
+    CASE = "case"  # a case of the job finished
+    DONE = "done"  # the job finished
+    SKIPPED = "skipped"  # the job was not run (run_jobs's ``skip``)
+
+
 @dataclasses.dataclass
 class JobResult:
     job: Job
-    status: str  # "ok" | "crashed" | "timeout" | "interrupted" (the run was stopped before it ended) | "skipped"
+    status: JobStatus
     records: list[CaseRecord]
     cases_run: int
     seconds: float
@@ -71,18 +88,24 @@ class JobResult:
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES of that worker (None: not on CUDA)
     current: str | None = None  # interrupted: the case the job was running
 
+    def __post_init__(self) -> None:
+        self.status = JobStatus(self.status)
+
     @property
     def passed(self) -> bool:
-        return self.status == "ok" and all(r.passed for r in self.records)
+        return self.status is JobStatus.OK and all(r.passed for r in self.records)
 
 
 @dataclasses.dataclass
 class Event:
     job: Job
-    kind: str  # "case" | "done" | "skipped" (not run: see run_jobs's skip)
+    kind: EventKind
     cases_run: int
     failed: int
     current: str | None
+
+    def __post_init__(self) -> None:
+        self.kind = EventKind(self.kind)
 
 
 def visible_gpus() -> list[str]:
@@ -145,7 +168,6 @@ class _Worker:
         self.index: int | None = None
         self.job: Job | None = None
         self.retired = False
-        self.jobs_done = 0
 
     @property
     def idle(self) -> bool:
@@ -162,7 +184,7 @@ class _Worker:
         self.current: str | None = None
         self.done = False
         self.begun = False  # the worker read the job (a worker that dies before has not run it)
-        self.ended: str | None = None  # the judge says the kernel process crashed or hung
+        self.ended: JobStatus | None = None  # the judge says the kernel process crashed or hung (its KernelEnd)
         self.error: str | None = None
         self.forged: list[str] = []  # lines that failed authentication
         self.started = time.monotonic()
@@ -219,12 +241,12 @@ class _Worker:
                 self.current = None
             elif event["event"] == "done":
                 self.done = True
-                self.ended, self.error = event.get("ended"), event.get("error")
+                ended = event.get("ended")
+                self.ended, self.error = JobStatus(ended) if ended else None, event.get("error")
         return bool(complete)
 
     def release(self) -> None:
         self.index, self.job = None, None
-        self.jobs_done += 1
 
     def close(self) -> None:
         """Let an idle worker finish (end of its input), killing it if it does not."""
@@ -267,7 +289,7 @@ def _failure_record(run: _Worker, check: str, message: str) -> CaseRecord:
         repro = repro_command(Case.parse(run.current), kernel=job.kernel, backend=job.backend, plugins=job.plugins)
     return CaseRecord(
         op=job.op, kernel=job.kernel, check=check, case_id=case_id, shape=[], dtype="", layout="",
-        passed=False, repro=repro, message=message, phase="crash",
+        passed=False, repro=repro, message=message, phase=Phase.CRASH,
         seconds=round(time.monotonic() - run.started, 3),
     )
 
@@ -293,14 +315,12 @@ def _describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
-def _judged_status(run: _Worker) -> str:
+def _judged_status(run: _Worker) -> JobStatus:
     """The status of a job whose authentic ``done`` arrived: the judge says whether the kernel
     process crashed or hung (its failed record is already among the job's records)."""
     if run.error:  # the kernel process could not start, or could not find the entry
-        run.records.append(_failure_record(run, "timeout" if run.ended == "timeout" else "crash", run.error))
-    if run.ended == "timeout":
-        return "timeout"
-    return "crashed" if run.ended == "crashed" else "ok"
+        run.records.append(_failure_record(run, "timeout" if run.ended is JobStatus.TIMEOUT else "crash", run.error))
+    return run.ended or JobStatus.OK
 
 
 def _forgeries(run: _Worker) -> None:
@@ -329,9 +349,9 @@ def _next_job(pending: list[tuple[int, Job]], skip: Callable[[Job], bool | None]
             position += 1
         elif verdict:
             index, job = pending.pop(position)
-            results[index] = JobResult(job, "skipped", [], 0, 0.0)
+            results[index] = JobResult(job, JobStatus.SKIPPED, [], 0, 0.0)
             if on_event:
-                on_event(Event(job, "skipped", 0, 0, None))
+                on_event(Event(job, EventKind.SKIPPED, 0, 0, None))
         else:
             return position
     return None
@@ -356,6 +376,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
     results: dict[int, JobResult] = {}
     index_retries: dict[int, int] = {}
     serial = 0
+    poll_s = current_settings().poll_s
     with tempfile.TemporaryDirectory(prefix="harness-jobs-") as tmp:
         workdir = Path(tmp)
         try:
@@ -381,7 +402,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                             break  # a fresh worker already gone is polled below: crash, with its log
                         worker.kill()  # a reused worker died between jobs: start another for this one
                         worker = None
-                time.sleep(0.05)
+                time.sleep(poll_s)
                 for slot, run in list(workers.items()):
                     if run.idle:
                         continue
@@ -389,7 +410,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                     run.read()
                     if on_event and run.cases_run != before:
                         failed = sum(not r.passed for r in run.records)
-                        on_event(Event(run.job, "case", run.cases_run, failed, run.current))
+                        on_event(Event(run.job, EventKind.CASE, run.cases_run, failed, run.current))
                     code = run.proc.poll()
                     elapsed = time.monotonic() - run.started
                     if not run.done and code is None and elapsed <= run.job.timeout:
@@ -399,7 +420,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                     elif code is None:
                         run.kill()
                         run.read()
-                        status = "timeout"
+                        status = JobStatus.TIMEOUT
                         run.records.append(
                             _failure_record(run, "timeout", f"no result after {run.job.timeout:.0f} s: the worker was killed (hang?)")
                         )
@@ -413,15 +434,15 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                             run.kill()
                             del workers[slot]
                             continue
-                        status = "ok" if run.done else "crashed"
-                        if status == "crashed":
+                        status = JobStatus.OK if run.done else JobStatus.CRASHED
+                        if status is JobStatus.CRASHED:
                             run.records.append(_failure_record(run, "crash", _crash_message(code, run.log_tail())))
                     _forgeries(run)
                     job, index = run.job, run.index
                     results[index] = JobResult(job, status, run.records, run.cases_run, round(elapsed, 3), run.log_tail(), run.proc.pid,
                                                run.gpu)
                     run.release()
-                    if status != "ok":
+                    if status is not JobStatus.OK:
                         run.kill()  # already dead, or hung: nothing of it is reused
                         del workers[slot]
                     elif run.retired or not reuse or job.fresh:
@@ -429,7 +450,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                         del workers[slot]
                     if on_event:
                         failed = sum(not r.passed for r in results[index].records)
-                        on_event(Event(job, "done", results[index].cases_run, failed, None))
+                        on_event(Event(job, EventKind.DONE, results[index].cases_run, failed, None))
         except KeyboardInterrupt:
             for run in workers.values():
                 if not run.idle:
@@ -437,11 +458,11 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                     _forgeries(run)
                     if run.current:  # the report names the case that was running
                         run.records.append(_failure_record(run, "interrupted", "the run was interrupted while this case was running"))
-                    results[run.index] = JobResult(run.job, "interrupted", run.records, run.cases_run,
+                    results[run.index] = JobResult(run.job, JobStatus.INTERRUPTED, run.records, run.cases_run,
                                                    round(time.monotonic() - run.started, 3), run.log_tail(), run.proc.pid, run.gpu,
                                                    run.current)
             for index, job in enumerate(jobs):
-                results.setdefault(index, JobResult(job, "interrupted", [], 0, 0.0))
+                results.setdefault(index, JobResult(job, JobStatus.INTERRUPTED, [], 0, 0.0))
         finally:
             for worker in workers.values():
                 worker.close() if worker.idle else worker.kill()

@@ -7,15 +7,14 @@ import sys
 import time
 from typing import Callable
 
-from harness.execution.jobs import Event
-
-SUMMARY_EVERY_S = 10.0
+from harness.execution.jobs import Event, EventKind
+from harness.settings import current as current_settings
 
 
 class Progress:
     """``classify`` (mutate): names what a finished job was ("killed", "survived", "sanity failed"
     ...); in a log (not a terminal) only the jobs whose class is in ``shown`` get a line of their
-    own, and every SUMMARY_EVERY_S seconds one line counts them all (done/total, per class,
+    own, and every ``summary_every_s`` seconds (harness.settings) one line counts them all (done/total, per class,
     elapsed). Without it every finished job gets a line (verify: one job per kernel)."""
 
     def __init__(self, title: str, total_jobs: int, *, stream=None, classify: Callable[[Event], str] | None = None,
@@ -25,6 +24,7 @@ class Progress:
         self.finished = 0
         self.live = self.stream.isatty()
         self.classify, self.shown = classify, shown
+        self._settings = current_settings()
         self.counts: collections.Counter = collections.Counter()
         self._started = time.monotonic()
         self._last_summary = self._started
@@ -66,11 +66,11 @@ class Progress:
 
     def __call__(self, event: Event) -> None:
         label = event.job.label
-        if event.kind in ("done", "skipped"):
+        if event.kind in (EventKind.DONE, EventKind.SKIPPED):
             self.finished += 1
             verdict = "ok" if event.failed == 0 else f"{event.failed} failed check(s)"
             line = f"[{self.title}] {self.finished}/{self.total} {label}: " + (
-                f"{event.cases_run} cases, {verdict}" if event.kind == "done" else f"not run ({event.current or 'skipped'})")
+                f"{event.cases_run} cases, {verdict}" if event.kind is EventKind.DONE else f"not run ({event.current or 'skipped'})")
             what = self.classify(event) if self.classify else None
             if what:
                 self.counts[what] += 1
@@ -79,15 +79,15 @@ class Progress:
                 self._rich.console.print(line)
             elif what is None or what in self.shown:
                 print(line + (f" [{what}]" if what else ""), file=self.stream, flush=True)
-            if not self._rich and self.classify and time.monotonic() - self._last_summary >= SUMMARY_EVERY_S:
+            if not self._rich and self.classify and time.monotonic() - self._last_summary >= self._settings.summary_every_s:
                 self._summary()
             return
         status = f"{label}: {event.cases_run} cases, {event.failed} failed"
         if self._rich:
             self._rich.update(self._task, status=status)
         elif self.classify:
-            if time.monotonic() - self._last_summary >= SUMMARY_EVERY_S:
+            if time.monotonic() - self._last_summary >= self._settings.summary_every_s:
                 self._summary()
-        elif time.monotonic() - self._last_line > 15:
+        elif time.monotonic() - self._last_line > self._settings.running_line_every_s:
             self._last_line = time.monotonic()
             print(f"[{self.title}] {status}", file=self.stream, flush=True)

@@ -81,7 +81,6 @@ def _called_in_the_judge(*args, **kwargs):
 
 def run_job(job: dict, index: int, out: _Out, be, process) -> None:
     from harness.cases.case import Case
-    from harness.registry.registry import REGISTRY
     from harness.run.kernel_process import ProcessHost
     from harness.run.suite import run_suite
 
@@ -145,7 +144,7 @@ def _hide_memory(be) -> None:
 
 def _one_job(job: dict, index: int, out: _Out, be, process) -> str | None:
     """Run one job and write its ``done``; the reason to retire this worker, if any."""
-    from harness.run.kernel_host import KernelLost
+    from harness.run.kernel_host import KernelEnd, KernelLost
 
     process.begin_job()
     error = None
@@ -155,8 +154,8 @@ def _one_job(job: dict, index: int, out: _Out, be, process) -> str | None:
         error = lost.message
     problem = health(be) or _kernel_health(process)
     if process.ended and not problem:
-        problem = f"the kernel process {'hung' if process.ended == 'timeout' else 'was lost'} during the job"
-    out.emit("done", job=index, retire=problem, ended=process.ended or ("crashed" if error else None), error=error)
+        problem = f"the kernel process {'hung' if process.ended is KernelEnd.TIMEOUT else 'was lost'} during the job"
+    out.emit("done", job=index, retire=problem, ended=process.ended or (KernelEnd.CRASHED if error else None), error=error)
     return problem
 
 

@@ -105,13 +105,6 @@ def closure(module: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(seen.items()))
 
 
-def file_closure(path: str | Path, module: str) -> tuple[tuple[str, str], ...]:
-    """The closure of a module known by its file (a plugin, loaded under a generated name)."""
-    if module not in sys.modules:
-        sys.modules.setdefault(module, type(sys)(module)).__file__ = str(Path(path).resolve())
-    return closure(module)
-
-
 @lru_cache(maxsize=None)
 def harness_source() -> str:
     """A digest of the harness's own source: any change to the engine changes every key."""

@@ -31,10 +31,14 @@ def summary_line(plans: dict) -> str:
 
 
 def save(store: Store, plans: dict, outcomes) -> None:
-    """Keep each outcome computed now whose status does not depend on the machine's load."""
+    """Keep each outcome computed now whose status does not depend on the machine's load (a
+    timeout or a crash is run again)."""
+    from harness.mutation.outcome import Status
+
+    kept = (Status.KILLED, Status.SURVIVED, Status.INCOMPETENT)
     for o in outcomes:
         p = plans.get(o.entry.name)
-        if p is None or p.reused or o.reused_from or o.status.value not in incremental.KEPT_MUTANT_STATUSES:
+        if p is None or p.reused or o.reused_from or o.status not in kept:
             continue
         payload = {k: v for k, v in o.to_dict().items() if k in ("status", "killed_by", "seconds", "note", "gpu")}
         incremental.remember(store, incremental.MUTANT, f"{o.entry.op}/{o.entry.name}", p, payload)

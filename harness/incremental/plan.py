@@ -147,8 +147,6 @@ def verify_plans(entries, store: Store, *, backend: str, settings: dict) -> list
 
 
 MUTANT = "mutant"
-# outcomes that do not depend on the machine's load: a timeout or a crash is run again
-KEPT_MUTANT_STATUSES = ("killed", "survived", "incompetent")
 
 
 def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict:

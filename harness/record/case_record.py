@@ -6,9 +6,20 @@ Reports and tests read these records and nothing else.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any
 
-CHECKS_COMMON = ("inputs_unchanged", "output_meta", "contract", "repeatable", "out_of_bounds", "crash", "timeout")
+
+class Phase(enum.StrEnum):
+    """Where a case came from: the op's floor, hypothesis (a generated case, or a shrinking step
+    of a failure), an explicit ``--case``; ``crash``: a record the worker pool writes for a job
+    whose worker died, hung or was interrupted."""
+
+    FLOOR = "floor"
+    GENERATED = "generated"
+    SHRUNK = "shrunk"
+    EXPLICIT = "explicit"
+    CRASH = "crash"
 
 
 @dataclasses.dataclass
@@ -32,7 +43,7 @@ class CaseRecord:
     err_ratio: float | None = None
     numel: int | None = None
     message: str = ""
-    phase: str = "floor"  # floor | generated | shrunk | explicit
+    phase: Phase = Phase.FLOOR
     seconds: float | None = None
     timing: dict | None = None  # first record of a case: seconds in kernel calls, oracle, checks
     # a failure the kernel declares deliberate (Contract(waive={check: reason})): the reason; such
@@ -41,8 +52,13 @@ class CaseRecord:
     # verify --baseline, on value checks: {identical, max_ulps, share_base, share_head} (harness.baseline)
     baseline: dict | None = None
 
+    def __post_init__(self) -> None:
+        self.phase = Phase(self.phase)
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["phase"] = self.phase.value  # reports hold plain strings
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CaseRecord":

@@ -37,7 +37,10 @@ def load_plugin(path: str) -> None:
     except RegistryError as exc:
         del sys.modules[name]
         raise PluginError(f"plugin {path}: {exc}") from None
-    except BaseException as exc:  # user code: any failure is a clean usage error, not a traceback
+    except KeyboardInterrupt:  # the user stopped the run: it stops, it is no fault of the plugin
+        del sys.modules[name]
+        raise
+    except BaseException as exc:  # user code (sys.exit included): any failure is a clean usage error, not a traceback
         del sys.modules[name]
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == resolved]
         where = f" (line {frames[-1].lineno})" if frames else ""

@@ -14,6 +14,9 @@ import torch
 from harness.compare import tolerances
 from harness.cases.case import Case
 
+# the checks the runner (harness.run.runner) and the worker pool record for every op
+COMMON_CHECKS = ("inputs_unchanged", "output_meta", "contract", "repeatable", "out_of_bounds", "crash", "timeout")
+
 
 @dataclasses.dataclass
 class OpInputs:
@@ -43,9 +46,7 @@ class OpSpec:
 
     def check_names(self) -> tuple[str, ...]:
         """Every name a record of this op's ``check`` field can carry (what a waiver may name)."""
-        from harness.record.case_record import CHECKS_COMMON
-
-        return tuple(dict.fromkeys((self.forward_check, *self.grad_checks, *self.special_checks, *CHECKS_COMMON)))
+        return tuple(dict.fromkeys((self.forward_check, *self.grad_checks, *self.special_checks, *COMMON_CHECKS)))
 
     def validate_case(self, case: Case) -> None:
         """Raise UsageError naming the parameter, its value and what is allowed when ``case`` is

@@ -17,8 +17,6 @@ import torch
 from harness.errors import RegistryError
 from harness.registry import discovery
 
-KERNEL_KINDS = ("kernel", "mutant")
-
 
 @dataclasses.dataclass(frozen=True)
 class Contract:

@@ -19,6 +19,7 @@ compiling (harness.run.compile_clock), measured where the kernel ran.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import time
 from typing import Any, Callable
 
@@ -64,6 +65,13 @@ class Reply:
     kernel_s: float = 0.0  # wall time of the call (compile_s included)
     compile_s: float = 0.0
     startup_s: float = 0.0  # starting a fresh kernel process first (start-up, not the case's time)
+
+
+class KernelEnd(enum.StrEnum):
+    """How a job's kernel process ended when it did not simply finish: it died or it hung."""
+
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
 
 
 class KernelLost(Exception):

@@ -28,7 +28,7 @@ import time
 from multiprocessing.connection import wait
 from typing import Any
 
-from harness.run.kernel_host import KernelError, KernelLost, NotATensor, Reply
+from harness.run.kernel_host import KernelEnd, KernelError, KernelLost, NotATensor, Reply
 from harness.settings import Settings
 
 _ALLOWED = {
@@ -84,7 +84,7 @@ class KernelProcess:
     ``bind(op, name)`` tells it which entry the next calls are for and returns the entry's
     description (contract, origin, ...), read in the kernel process: the judge never imports
     user code. ``lost`` counts the processes lost in the current job (``begin_job`` resets it);
-    ``ended`` is how the job's kernel process ended: None, "crashed" or "timeout"."""
+    ``ended`` is how the job's kernel process ended: None or a ``KernelEnd``."""
 
     def __init__(self, *, plugins: tuple[str, ...], extra_modules: tuple[str, ...], backend: str, settings: Settings):
         self.plugins, self.extra_modules, self.backend, self.settings = plugins, extra_modules, backend, settings
@@ -93,7 +93,7 @@ class KernelProcess:
         self.bound: tuple[str, str] | None = None
         self.slowest = 0.0
         self.lost = 0
-        self.ended: str | None = None
+        self.ended: KernelEnd | None = None
 
     # --- life cycle --------------------------------------------------------------------
     def _start(self) -> None:
@@ -209,7 +209,7 @@ class KernelProcess:
     def _lose(self, check: str, message: str, *, fatal: bool):
         self.kill()
         self.lost += 1
-        self.ended = "timeout" if check == "timeout" else (self.ended or "crashed")
+        self.ended = KernelEnd.TIMEOUT if check == "timeout" else (self.ended or KernelEnd.CRASHED)
         fatal = fatal or self.lost > self.settings.kernel_restarts
         raise KernelLost(check, message, fatal=fatal)
 

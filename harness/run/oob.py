@@ -47,12 +47,12 @@ import warnings
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.settings import current as current_settings
 
 __all__ = [
     "GuardStatus", "GuardUnavailable", "OutOfBoundsAccess", "find_out_of_bounds", "install", "status", "uninstall",
 ]
 
-MAX_ARGS_LISTED = 8
 
 
 class OutOfBoundsAccess(HarnessError):
@@ -327,9 +327,10 @@ def _check(access: str, ptrs, mask, builder) -> None:
 def _describe(access, launch: _Launch, active, bad, itemsize, program):
     program = tuple(int(p) for p in program) if program is not None else ()
     where = f"program ({', '.join(map(str, program))})" if program else "program ?"
-    listed = ", ".join(f"{s.name}: [{s.start:#x}, {s.end:#x})" for s in launch.spans[:MAX_ARGS_LISTED])
-    if len(launch.spans) > MAX_ARGS_LISTED:
-        listed += f", ... {len(launch.spans) - MAX_ARGS_LISTED} more"
+    most = current_settings().oob_spans_listed
+    listed = ", ".join(f"{s.name}: [{s.start:#x}, {s.end:#x})" for s in launch.spans[:most])
+    if len(launch.spans) > most:
+        listed += f", ... {len(launch.spans) - most} more"
     head = (
         f"{access} out of bounds in kernel {launch.kernel}: {where}, {bad.size} of {active.size} active lanes "
         f"touch bytes [{int(bad.min()):#x}, {int(bad.max()) + itemsize:#x}), outside every tensor argument "

@@ -18,20 +18,19 @@ from typing import Any, Callable
 import torch
 
 from harness.cases.case import Case, repro_command
-from harness.record.case_record import CaseRecord
+from harness.record.case_record import CaseRecord, Phase
 from harness.registry.opspec import Meta, OpInputs, OpSpec
 from harness.registry.registry import KernelEntry
 from harness.run.kernel_host import InProcessHost, KernelError, KernelLost, NotATensor, Reply
 from properties import checks
 
-REPRO_BACKEND = {"interpreter": "interpreter", "cuda": "cuda"}
 NONDETERMINISTIC = "Contract(deterministic=False)"
 
 
 class CaseRun:
     """Collects the records of one (kernel, case) pair."""
 
-    def __init__(self, spec: OpSpec, entry: KernelEntry, case: Case, inputs: OpInputs, backend: str, phase: str):
+    def __init__(self, spec: OpSpec, entry: KernelEntry, case: Case, inputs: OpInputs, backend: str, phase: Phase):
         self.spec, self.entry, self.case, self.inputs = spec, entry, case, inputs
         self.records: list[CaseRecord] = []
         self.lost: KernelLost | None = None  # the kernel process was lost during this case
@@ -116,7 +115,7 @@ def _describe_meta(meta: Meta) -> str:
 class _Steps:
     """The steps of one case, each a short method; ``run`` collects their records."""
 
-    def __init__(self, spec: OpSpec, entry: KernelEntry, case: Case, host, *, backend: str, device: str, phase: str,
+    def __init__(self, spec: OpSpec, entry: KernelEntry, case: Case, host, *, backend: str, device: str, phase: Phase,
                  base_host=None):
         self.spec, self.entry, self.case, self.host = spec, entry, case, host
         self.base_host = base_host  # the base revision's kernel (verify --baseline), or None
@@ -255,7 +254,7 @@ class _Steps:
                                              "within tolerance)")
 
 
-def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, device: str, phase: str = "floor",
+def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, device: str, phase: Phase = Phase.FLOOR,
              host=None, base_host=None) -> CaseRun:
     """Every check of one case. ``host``: how the kernel is called (default: in this process);
     ``base_host``: a base revision's kernel, compared with it on the same inputs."""

@@ -13,21 +13,21 @@ set of an unsharded run. A shard that finds a failure shrinks it itself.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from typing import Callable, Sequence
 
 from hypothesis.errors import FlakyFailure
-from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, settings
+from hypothesis import HealthCheck, Phase as HypothesisPhase, given, seed as hypothesis_seed, settings
 
 from harness.cases.case import Case
 from harness.registry.opspec import OpSpec
 from harness.record import waivers
-from harness.record.case_record import CaseRecord
+from harness.record.case_record import CaseRecord, Phase
 from harness.registry.registry import KernelEntry
 from harness.run.runner import CaseRun, run_case
-
-SHRINK_BUDGET_S = 60.0
+from harness.settings import current as current_settings
 
 Progress = Callable[[CaseRun], None]
 
@@ -39,6 +39,25 @@ class _Failed(AssertionError):
 class _JobOver(BaseException):
     """The kernel process hung or was lost too often: no further case can run. A BaseException
     so that hypothesis lets it through instead of counting it as a failing example."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SuitePlan:
+    """Which cases one suite runs, and how far: what ``run_suite``'s keywords say, handed as one
+    value to the steps that draw the floor and the generated cases."""
+
+    backend: str
+    seed: int
+    max_examples: int
+    only_case: Case | None = None
+    stop_at_first_failure: bool = False
+    shard: tuple[int, int] = (0, 1)
+    floor_first: Sequence[str] = ()
+
+    def mine(self, case: Case) -> bool:
+        """Whether a generated case belongs to this shard."""
+        index, count = self.shard
+        return count == 1 or shard_of(case, count) == index
 
 
 def run_suite(
@@ -67,8 +86,10 @@ def run_suite(
     index, count = shard
     if not 0 <= index < count:
         raise ValueError(f"shard {index} of {count} does not exist")
+    plan = SuitePlan(backend=backend, seed=seed, max_examples=max_examples, only_case=only_case,
+                     stop_at_first_failure=stop_at_first_failure, shard=shard, floor_first=floor_first)
 
-    def one(case: Case, phase: str) -> CaseRun:
+    def one(case: Case, phase: Phase) -> CaseRun:
         if on_start:
             on_start(case)
         run = run_case(spec, entry, case, backend=backend, device=device, phase=phase, host=host, base_host=base_host)
@@ -81,34 +102,28 @@ def run_suite(
         return run
 
     try:
-        return _suite(spec, one, records, backend=backend, seed=seed, max_examples=max_examples, only_case=only_case,
-                      stop_at_first_failure=stop_at_first_failure, shard=shard, floor_first=floor_first)
+        return _suite(spec, one, records, plan)
     except _JobOver:
         return records
 
 
-def _suite(spec: OpSpec, one, records: list[CaseRecord], *, backend: str, seed: int, max_examples: int,
-           only_case: Case | None, stop_at_first_failure: bool, shard: tuple[int, int],
-           floor_first: Sequence[str]) -> list[CaseRecord]:
-    index, count = shard
-    if only_case is not None:
-        return one(only_case, "explicit").records
+def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan) -> list[CaseRecord]:
+    index, count = plan.shard
+    if plan.only_case is not None:
+        return one(plan.only_case, Phase.EXPLICIT).records
 
-    floor = [case for position, case in enumerate(spec.floor_cases(backend=backend)) if position % count == index]
-    if floor_first:
-        rank = {case_id: i for i, case_id in enumerate(floor_first)}
+    floor = [case for position, case in enumerate(spec.floor_cases(backend=plan.backend)) if position % count == index]
+    if plan.floor_first:
+        rank = {case_id: i for i, case_id in enumerate(plan.floor_first)}
         floor.sort(key=lambda case: rank.get(case.id, len(rank)))  # stable: the rest keep their order
     for case in floor:
-        run = one(case, "floor")
+        run = one(case, Phase.FLOOR)
         records += run.records
-        if stop_at_first_failure and not run.passed:
+        if plan.stop_at_first_failure and not run.passed:
             return records
 
-    if max_examples <= 0:
-        return records
-    mine = (lambda case: True) if count == 1 else (lambda case: shard_of(case, count) == index)
-    _generated(spec, one, records, backend=backend, seed=seed, max_examples=max_examples, shrink=not stop_at_first_failure,
-               mine=mine)
+    if plan.max_examples > 0:
+        _generated(spec, one, records, plan)
     return records
 
 
@@ -117,10 +132,10 @@ def shard_of(case: Case, count: int) -> int:
     return int(hashlib.sha1(case.id.encode()).hexdigest()[:8], 16) % count
 
 
-def _generated(spec: OpSpec, one, kept: list[CaseRecord], *, backend: str, seed: int, max_examples: int, shrink: bool,
-               mine: Callable[[Case], bool]) -> None:
+def _generated(spec: OpSpec, one, kept: list[CaseRecord], plan: SuitePlan) -> None:
     """Appends the generated cases' records to ``kept`` as they come (a _JobOver keeps them)."""
     start = len(kept)
+    budget = current_settings().shrink_budget_s
     state = {"first_failure_at": None, "best": None}  # best: (case id, records) of the smallest failure
 
     def body(case: Case) -> None:
@@ -130,9 +145,9 @@ def _generated(spec: OpSpec, one, kept: list[CaseRecord], *, backend: str, seed:
     def _fails(case: Case) -> bool:
         failing_since = state["first_failure_at"]
         if failing_since is None:
-            if not mine(case):
+            if not plan.mine(case):
                 return False  # another shard runs it
-            run = one(case, "generated")
+            run = one(case, Phase.GENERATED)
             kept.extend(run.records)
             if not run.passed:
                 state["first_failure_at"] = time.monotonic()
@@ -141,25 +156,26 @@ def _generated(spec: OpSpec, one, kept: list[CaseRecord], *, backend: str, seed:
         # shrinking: hypothesis only tries candidates simpler than the best failure so far
         if case.id == state["best"][0]:
             return True
-        if time.monotonic() - failing_since > SHRINK_BUDGET_S:
+        if time.monotonic() - failing_since > budget:
             return False  # out of shrink budget: report as passing so hypothesis settles on the best
-        run = one(case, "shrunk")
+        run = one(case, Phase.SHRUNK)
         if not run.passed:
             state["best"] = (case.id, run.records)
         return not run.passed
 
-    test = given(spec.case_strategy(backend=backend))(body)
+    shrink = not plan.stop_at_first_failure
+    test = given(spec.case_strategy(backend=plan.backend))(body)
     test = settings(
-        max_examples=max_examples,
+        max_examples=plan.max_examples,
         deadline=None,
         database=None,
         derandomize=False,
         print_blob=False,
         report_multiple_bugs=False,
         suppress_health_check=list(HealthCheck),
-        phases=(Phase.generate, Phase.shrink) if shrink else (Phase.generate,),
+        phases=(HypothesisPhase.generate, HypothesisPhase.shrink) if shrink else (HypothesisPhase.generate,),
     )(test)
-    test = hypothesis_seed(seed)(test)
+    test = hypothesis_seed(plan.seed)(test)
     try:
         test()
     except (_Failed, FlakyFailure):

@@ -1,4 +1,4 @@
-"""Timing and memory of an op's implementations, side by side, with the Italian seed's protocol.
+"""Timing and memory of an op's implementations, side by side, with the tutorial's protocol.
 
 Protocol (``Protocol()``): CUDA events recorded around whole calls; 20 warm-up calls are run
 and excluded (they also absorb Triton and torch.compile compilation); then 50 samples, each
@@ -45,9 +45,9 @@ import torch
 
 from harness.errors import UsageError
 from harness.registry import discovery
+from harness.settings import DEFAULTS
 
 MODES = ("forward", "forward+backward")
-COPY_BYTES = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Protocol:
             raise ValueError(f"Protocol needs warmup >= 0, samples >= 1, calls_per_sample >= 1, got {self}")
 
 
-SEED_PROTOCOL = Protocol()
+TUTORIAL_PROTOCOL = Protocol()
 QUICK_PROTOCOL = Protocol(warmup=5, samples=10, calls_per_sample=5)
 
 
@@ -79,7 +79,7 @@ class Workload:
     bytes: dict[str, int]  # mode -> minimal bytes read + written
     flops: dict[str, float] = dataclasses.field(default_factory=dict)  # mode -> FLOP, when it matters
     quick: bool = False  # kept by --quick
-    protocol: Protocol | None = None  # None: the seed's protocol (or the quick one with --quick)
+    protocol: Protocol | None = None  # None: the tutorial's protocol (or the quick one with --quick)
     # the goals the project's kernels are held to here: mode -> median us, and extra peak bytes
     targets_us: dict[str, float] = dataclasses.field(default_factory=dict)
     target_peak_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -212,7 +212,7 @@ def extra_peak_bytes(call: Callable[[], Any], device: str) -> int | None:
     return int(peak)
 
 
-def copy_ceiling(device: str, clock, protocol: Protocol, nbytes: int = COPY_BYTES) -> dict:
+def copy_ceiling(device: str, clock, protocol: Protocol, nbytes: int = DEFAULTS.bench_copy_bytes) -> dict:
     """Device-to-device copy bandwidth (bytes read + written per second), measured here."""
     src = torch.empty(nbytes, dtype=torch.uint8, device=device)
     src.fill_(1)
@@ -254,7 +254,7 @@ def run(
 ) -> dict:
     """Every implementation on every workload, both modes. Never raises for one implementation:
     an implementation that fails records its error and the run goes on."""
-    default = QUICK_PROTOCOL if quick else SEED_PROTOCOL
+    default = QUICK_PROTOCOL if quick else TUTORIAL_PROTOCOL
     workloads = [w for w in definition.workloads() if w.quick or not quick]
     impls = {n: f for n, f in definition.implementations().items() if fnmatch.fnmatchcase(n, select)}
     if not impls:

@@ -37,8 +37,8 @@ MUTANTS = {
 SIZES = (256, 257)  # N == BLOCK hides the bug; N = 257 (BLOCK 512) shows it
 ROWS = 17
 EPS = 1e-6
-SEED_ROW_CORRECT = 0.9999995  # the seed's figures for a row of 257 ones
-SEED_ROW_MUTANT = 1.411458
+TUTORIAL_ROW_CORRECT = 0.9999995  # the tutorial's figures for a row of 257 ones
+TUTORIAL_ROW_MUTANT = 1.411458
 
 
 class _DivideByBlock(ast.NodeTransformer):
@@ -101,7 +101,7 @@ def cases(spec) -> list[Case]:
 
 
 def _scalar_check(fn: Callable, device: str) -> dict:
-    """The seed's row of 257 ones (gamma and upstream gradient of ones too): y and dx at column 0."""
+    """The tutorial's row of 257 ones (gamma and upstream gradient of ones too): y and dx at column 0."""
     x = torch.ones(1, 257, device=device, requires_grad=True)
     gamma = torch.ones(257, device=device, requires_grad=True)
     y = fn(x, gamma, EPS)
@@ -113,12 +113,13 @@ def run(*, backend: str, device: str) -> dict:
     """Run the project kernel and both mutants on N=256 and N=257; return the report."""
     spec = REGISTRY.op(OP)
     entries = [REGISTRY.get("rmsnorm", PROJECT_KERNEL)] + [build_mutant(n) for n in MUTANTS]
+    from harness.record.case_record import Phase
     from harness.run.runner import run_case
 
     records, verdicts = [], []
     for entry in entries:
         for case in cases(spec):
-            result = run_case(spec, entry, case, backend=backend, device=device, phase="explicit")
+            result = run_case(spec, entry, case, backend=backend, device=device, phase=Phase.EXPLICIT)
             for r in result.records:
                 d = r.to_dict()
                 if entry.kind == "mutant":
@@ -145,10 +146,10 @@ def run(*, backend: str, device: str) -> dict:
         expectations.append((f"{name} fails '{check}' at N=257", check in verdict(name, 257)["failed_checks"]))
     expectations.append(("block_divisor_backward's forward still passes at N=257",
                          "forward" not in verdict("block_divisor_backward", 257)["failed_checks"]))
-    expectations.append((f"row of 257 ones: correct y = {SEED_ROW_CORRECT} (to 1e-6)",
-                         abs(ones[PROJECT_KERNEL]["y"] - SEED_ROW_CORRECT) < 1e-6))
-    expectations.append((f"row of 257 ones: mutant y = {SEED_ROW_MUTANT} (to 1e-5)",
-                         abs(ones["block_divisor_forward"]["y"] - SEED_ROW_MUTANT) < 1e-5))
+    expectations.append((f"row of 257 ones: correct y = {TUTORIAL_ROW_CORRECT} (to 1e-6)",
+                         abs(ones[PROJECT_KERNEL]["y"] - TUTORIAL_ROW_CORRECT) < 1e-6))
+    expectations.append((f"row of 257 ones: mutant y = {TUTORIAL_ROW_MUTANT} (to 1e-5)",
+                         abs(ones["block_divisor_forward"]["y"] - TUTORIAL_ROW_MUTANT) < 1e-5))
     return {
         "passed": all(ok for _, ok in expectations),
         "expectations": [{"what": what, "passed": bool(ok)} for what, ok in expectations],

@@ -2,7 +2,7 @@
 
 A small regression network ``Linear -> RMSNorm -> SiLU -> Linear`` is built twice from the
 same initial weights. The oracle path normalises with a plain fp32 torch RMSNorm written
-from ``oracles/rmsnorm.py``'s formula (the seed's reference: float32 for float32 inputs);
+from ``oracles/rmsnorm.py``'s formula (the tutorial's reference: float32 for float32 inputs);
 the kernel path calls a registered rmsnorm kernel (the project's by default, any plugin's on
 request). Both are trained with Adam
 for the same steps on the same batches of a synthetic data set (train/validation/test splits
@@ -43,7 +43,7 @@ FINAL_MSE_RTOL = 1e-3
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """Sizes of the network and the data. ``hidden`` is the RMSNorm's N (the seed's 257)."""
+    """Sizes of the network and the data. ``hidden`` is the RMSNorm's N (the tutorial's 257)."""
 
     in_features: int = 128
     hidden: int = 257
@@ -60,7 +60,7 @@ class Config:
         return self.steps * self.batch  # one pass over the training split
 
 
-# The seed's dimensions on a GPU; the interpreter runs one row per program, one after the
+# The tutorial's dimensions on a GPU; the interpreter runs one row per program, one after the
 # other, so CI uses a narrower input and fewer evaluation rows (same hidden N=257, same steps).
 CONFIGS = {
     "cuda": Config(),
@@ -69,7 +69,7 @@ CONFIGS = {
 
 
 class TorchRMSNorm(torch.nn.Module):
-    """The oracle's formula in plain torch, in float32 for float32 activations (the seed's reference)."""
+    """The oracle's formula in plain torch, in float32 for float32 activations (the tutorial's reference)."""
 
     def __init__(self, n: int, eps: float = EPS):
         super().__init__()

@@ -2,7 +2,7 @@
 
 Text patches (``old`` -> ``new``, matching exactly once inside ``function``) are applied to
 ``kernels/fused_linear_ce.py`` in memory and re-executed, so each mutant runs through the real
-wrapper and autograd code. The seed's three named bugs come first; the race on dW cannot be a
+wrapper and autograd code. The tutorial's three named bugs come first; the race on dW cannot be a
 patch (it needs a different grid), so it is a small hand-written kernel at the end, and it is
 the one mutant the interpreter cannot kill: its programs run one after another there.
 """
@@ -28,7 +28,7 @@ CATALOG = [
         function="_lse_partials",
         old="m_new = tl.maximum(m, tl.max(z, axis=1))",
         new="m_new = tl.zeros([BLOCK_N], dtype=tl.float32)",
-        why="the seed's first bug: exponentials of the raw logits, no running max subtracted; "
+        why="the tutorial's first bug: exponentials of the raw logits, no running max subtracted; "
         "exp overflows to inf in fp32 once a logit exceeds ~88 (the 'large' value kind)",
     ),
     dict(
@@ -37,7 +37,7 @@ CATALOG = [
         function="_backward",
         old="ACCUMULATE=r0 > 0",
         new="ACCUMULATE=r0 > chunk",
-        why="the seed's 'chunk of rows left out of dW': the second chunk overwrites dW instead of "
+        why="the tutorial's 'chunk of rows left out of dW': the second chunk overwrites dW instead of "
         "adding to it, so the first chunk's rows never reach dW; invisible with one or two chunks "
         "only if N <= chunk",
     ),
@@ -207,7 +207,7 @@ class _RacyDW(torch.autograd.Function):
     name="cat.dw_race_plain_rmw",
     contract=REGISTRY.get(OP, KERNEL).contract,
     origin="catalog",
-    description="the seed's atomics replaced by a plain load + add + store: every 16-row program adds "
+    description="the tutorial's atomics replaced by a plain load + add + store: every 16-row program adds "
     "its rows' G^T @ x into every dW tile, so programs overlap and updates are lost on a GPU; "
     "a race only a GPU shows (the interpreter runs programs one after another, so it survives there)",
     meta={"operator": "catalog:race", "location": "properties/mutants/fused_linear_cross_entropy.py:_dw_row_block_rmw", "backends": ["cuda"]},

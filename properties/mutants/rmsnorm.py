@@ -3,7 +3,7 @@
 Each entry is a text patch (``old`` -> ``new``, or several ``patches``, each matching exactly
 once inside ``function``) applied to ``kernels/rmsnorm.py`` in memory and re-executed, so the mutant runs
 through the real wrapper and autograd code. ``why`` says how the bug arises in practice.
-The first five are the Italian seed's named bugs.
+The first five are the tutorial's named bugs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ CATALOG = [
         function="_rmsnorm_forward",
         old="/ N + eps",
         new="/ BLOCK + eps",
-        why="the mean of x^2 divides by the padded BLOCK instead of N (the seed's exercise); "
+        why="the mean of x^2 divides by the padded BLOCK instead of N (the tutorial's exercise); "
         "invisible whenever N is a power of two",
     ),
     dict(

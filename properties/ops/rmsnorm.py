@@ -23,10 +23,10 @@ MAX_N = 8192
 BUDGET = {"interpreter": 1 << 16, "cuda": 1 << 22}
 
 # The regression floor: shapes named by purpose, crossed with every dtype and layout.
-SHAPES_EDGE = [(1, 1), (1, 256), (17, 257)]  # one element; N == BLOCK; the seed's N != BLOCK
+SHAPES_EDGE = [(1, 1), (1, 256), (17, 257)]  # one element; N == BLOCK; the tutorial's N != BLOCK
 SHAPES_NOALIGN = [(17, 255), (3, 1025), (2, 4097)]  # k*BLOCK +- 1
-SHAPES_LARGE_N = [(4, 8192)]  # beyond the seed's N <= 4096
-SHAPES_SEED = [(128, 257)]  # the seed's benchmark shape
+SHAPES_LARGE_N = [(4, 8192)]  # beyond the tutorial's N <= 4096
+SHAPES_TUTORIAL = [(128, 257)]  # the tutorial's benchmark shape
 
 
 @register_op
@@ -36,7 +36,7 @@ class RMSNormSpec(OpSpec):
     grad_checks = ("dx", "dgamma")
 
     def floor_cases(self, *, backend: str) -> list[Case]:
-        shapes = SHAPES_EDGE + SHAPES_NOALIGN + SHAPES_LARGE_N + SHAPES_SEED
+        shapes = SHAPES_EDGE + SHAPES_NOALIGN + SHAPES_LARGE_N + SHAPES_TUTORIAL
         cases = []
         i = 0
         for dtype in strategies.DTYPES:
