@@ -289,7 +289,8 @@ def _header(args: argparse.Namespace, setup: _Setup) -> dict:
     if setup.library:
         header["library"] = {
             "modules": list(setup.library),
-            "carriers": {t.module: {"op": t.carrier.op, "kernel": t.carrier.name} for t in setup.targets},
+            "carriers": {f"{t.module}.{f}": {"op": c.op, "kernel": c.name} for t in setup.targets
+                         for f, c in t.carriers.items()},
             "equivalent_file": args.equivalent,
             "unknown_equivalent_marks": sorted(n for n in setup.equivalent if n not in by_name),
         }

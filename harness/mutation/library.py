@@ -4,9 +4,9 @@ the plugin kernels that call into it (``mutate --mutate-module MODULE --plugin F
 The mutations are the project's (harness.mutation.mutagen over properties.mutation_operators),
 generated from each module's source as installed; nothing on disk changes. A mutant is named
 ``gen.<module>.<function>.<operator>.<k>`` and registered for the op of its *carrier*: the
-plugin kernel that reaches the module (through the names its code uses, followed from module to
-module inside the library's top-level package), the nearest first, ties by (op, name);
-``--carrier GLOB`` restricts the candidates. Each carrier gets a forced failure for the sanity
+plugin kernel that reaches the mutated function (through the names its code uses, followed from
+module to module inside the library's top-level package, to a module that binds the function),
+the nearest first, ties by (op, name); ``--carrier GLOB`` restricts the candidates. Each carrier gets a forced failure for the sanity
 step, as the project's kernels do.
 
 When a mutant runs (in a kernel process of its own: harness.mutation.campaign), its callable
@@ -40,10 +40,11 @@ ORIGIN = "library"
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """One mutated module and the plugin kernel that carries its mutants."""
+    """One mutated module, the plugin kernel that carries each of its functions' mutants, and
+    the mutants' names."""
 
     module: str
-    carrier: KernelEntry
+    carriers: dict[str, KernelEntry]  # function -> carrier
     mutants: tuple[str, ...]
 
 
@@ -63,9 +64,11 @@ def register(modules: tuple[str, ...], carrier: str = "*") -> list[Target]:
     targets = []
     for name in modules:
         import_module(name)
-        chosen = choose_carrier(name, carrier)
-        _register_forced_failure(chosen)
-        targets.append(Target(name, chosen, tuple(_register_module(name, chosen))))
+        mutations = mutagen.mutations(name)
+        carriers = {f: choose_carrier(name, f, carrier) for f in dict.fromkeys(m.function for m in mutations)}
+        for chosen in carriers.values():
+            _register_forced_failure(chosen)
+        targets.append(Target(name, carriers, tuple(_register(m, carriers[m.function]) for m in mutations)))
     return targets
 
 
@@ -75,31 +78,35 @@ def candidates(carrier: str) -> list[KernelEntry]:
             and any(fnmatch.fnmatchcase(e.name, g) for g in globs)]
 
 
-def choose_carrier(module: str, carrier: str = "*") -> KernelEntry:
-    """The plugin kernel nearest to ``module`` (fewest modules in between), ties by (op, name)."""
-    found = [(d, e.op, e.name, e) for e in candidates(carrier) if (d := distance(e.fn, module)) is not None]
-    if not found:
-        plugins = ", ".join(sorted({e.name for e in candidates(carrier)})) or "none"
-        raise UsageError(f"no --plugin kernel{'' if carrier == '*' else f' matching --carrier {carrier!r}'} calls into "
-                         f"{module} (plugin kernels: {plugins}); pass a plugin whose kernel uses the library")
-    return min(found, key=lambda t: t[:3])[3]
+def choose_carrier(module: str, function: str, carrier: str = "*") -> KernelEntry:
+    """The plugin kernel nearest to ``module.function`` (fewest modules in between on the way to
+    a namespace that binds it), ties by (op, name); for a function no kernel reaches, the one
+    nearest to the module."""
+    kernels = candidates(carrier)
+    target = getattr(sys.modules[module], function, None)
+    for reaches in (lambda ns: any(v is target for v in ns.values()), lambda ns: ns is vars(sys.modules[module])):
+        found = [(d, e.op, e.name, e) for e in kernels if (d := distance(e.fn, module, reaches)) is not None]
+        if found:
+            return min(found, key=lambda t: t[:3])[3]
+    plugins = ", ".join(sorted(e.name for e in kernels)) or "none"
+    raise UsageError(f"no --plugin kernel{'' if carrier == '*' else f' matching --carrier {carrier!r}'} calls into "
+                     f"{module} (plugin kernels: {plugins}); pass a plugin whose kernel uses the library")
 
 
-def distance(fn: Callable, module: str) -> int | None:
-    """How many modules lie between ``fn`` and ``module``, following the names each one uses
-    inside the library's top-level package; None if ``module`` is not reached."""
+def distance(fn: Callable, module: str, reaches: Callable[[dict], bool]) -> int | None:
+    """How many modules lie between ``fn`` and the first namespace ``reaches`` accepts, following
+    the names each module uses inside ``module``'s top-level package; None if none is reached."""
     top = module.split(".")[0]
     frontier = {m for m in map(_module_of, _referenced(fn)) if m and m.split(".")[0] == top}
     seen: set[str] = set()
     depth = 0
     while frontier:
-        if module in frontier:
+        if any(reaches(vars(sys.modules[m])) for m in frontier):
             return depth
         seen |= frontier
         following = set()
         for name in frontier:
-            namespace = vars(sys.modules[name]) if name in sys.modules else {}
-            following.update(m for m in map(_module_of, namespace.values()) if m and m.split(".")[0] == top)
+            following.update(m for m in map(_module_of, vars(sys.modules[name]).values()) if m and m.split(".")[0] == top)
         frontier = following - seen
         depth += 1
     return None
@@ -158,15 +165,11 @@ def _register_forced_failure(carrier: KernelEntry) -> None:
                     description=f"forced failure: {carrier.name} with 1 added to its output")(broken)
 
 
-def _register_module(module: str, carrier: KernelEntry) -> list[str]:
+def _register(mutation: mutagen.Mutation, carrier: KernelEntry) -> str:
     from properties.mutation_operators import BACKENDS
 
-    names = []
-    for mutation in mutagen.mutations(module):
-        name = mutant_name(mutation)
-        names.append(name)
-        if (carrier.op, name) in REGISTRY.entries:
-            continue
+    module, name = mutation.module, mutant_name(mutation)
+    if (carrier.op, name) not in REGISTRY.entries:
         source = mutation.function_source
         backends = BACKENDS.get(mutation.operator)
         register_mutant(
@@ -176,7 +179,7 @@ def _register_module(module: str, carrier: KernelEntry) -> list[str]:
                   "fingerprint": fingerprint(source), "kernel": carrier.name, "module": module,
                   "function": mutation.function, **({"backends": list(backends)} if backends is not None else {})},
         )(LibraryMutant(name, module, mutation.function, source, carrier.fn))
-    return names
+    return name
 
 
 class LibraryMutant:
