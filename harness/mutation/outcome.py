@@ -49,6 +49,7 @@ class Outcome:
             "seconds": round(self.seconds, 3),
             "note": self.note,
             "gpu": self.gpu,
-            **({"module": e.meta["module"], "kernel": e.meta.get("kernel")} if "module" in e.meta else {}),
+            **({"module": e.meta["module"], "function": e.meta.get("function"), "kernel": e.meta.get("kernel"),
+                "fingerprint": e.meta.get("fingerprint")} if "module" in e.meta else {}),
             **({"reused_from": self.reused_from} if self.reused_from else {}),
         }
