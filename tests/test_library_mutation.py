@@ -200,9 +200,10 @@ def test_library_campaign_scores_the_harness_and_the_tests_side_by_side(tmp_path
     assert all(m["module"] == "stand_in_lib.rms_norm" and (m["tests_seconds"] is None) == (m["killed_by_tests"] is None)
                for m in report["mutants"])
     assert report["tests"]["command"] == WEAK_TESTS and report["tests"]["run"] == 6
-    assert (report["tests"]["killed"], report["tests"]["survived"]) == (3, 3) and report["tests"]["score"] == 0.5
+    assert (report["tests"]["killed"], report["tests"]["survived"]) == (2, 4) and report["tests"]["score"] == pytest.approx(1 / 3)
     row = report["by_module"]["stand_in_lib.rms_norm"]
-    assert (row["both"], row["harness_only"], row["tests_only"], row["neither"]) == (1, 2, 2, 1)
+    assert (row["both"], row["harness_only"], row["tests_only"], row["neither"]) == (1, 2, 1, 2)
+    assert row["harness_score"] == pytest.approx(3 / 6) and row["tests_score"] == pytest.approx(2 / 6)
     assert report["stale_equivalent_marks"] == [stale]
     assert report["library"]["carriers"][f"stand_in_lib.rms_norm._rms_norm_fwd"]["kernel"] == "stand_in_rmsnorm"
     repro = by_name[f"{FWD}.size_block_swap.3"]["killed_by"]["repro"]
