@@ -303,8 +303,7 @@ def _sanity_jobs(args: argparse.Namespace, setup: _Setup, reused: _Reuse) -> lis
 
     if reused.saved_sanity is not None:
         return []
-    kw = setup.campaign_kw(args)
-    settings = campaign.JobSettings(kw["backend"], args.seed, setup.max_examples, tuple(args.plugin), setup.modules,
+    settings = campaign.JobSettings(setup.backend.name, args.seed, setup.max_examples, tuple(args.plugin), setup.modules,
                                     setup.case, setup.library, args.carrier)
     checks, _ = campaign.sanity_jobs(setup.ops, settings, shards=campaign.clean_shards(setup.parallel, len(setup.ops)))
     return checks
