@@ -63,6 +63,20 @@ def harness_missed(mutants: list[dict]) -> list[dict]:
     return [m for m in mutants if _cell(m) == "tests_only"]
 
 
+def merge(parts: list[dict | None]) -> dict | None:
+    """The ``tests`` of a campaign split over parts (``mutate --shard``): counts added, score
+    recomputed, the samples joined."""
+    present = [t for t in parts if t]
+    if not present:
+        return None
+    killed, run = sum(t["killed"] for t in present), sum(t["run"] for t in present)
+    samples = [t["sample"] for t in present if t.get("sample")]
+    return {**present[0], "killed": killed, "survived": run - killed, "run": run, "score": killed / run if run else None,
+            "sample": {"size": sum(s["size"] for s in samples), "of": sum(t["sample"]["of"] if t.get("sample") else t["run"]
+                                                                       for t in present),
+                       "mutants": [n for s in samples for n in s["mutants"]]} if samples else None}
+
+
 def _score(value) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 

@@ -218,3 +218,30 @@ def test_library_campaign_scores_the_harness_and_the_tests_side_by_side(tmp_path
     assert 'id="library-2x2"' in html and f"{FWD}.size_block_swap.3" in html and "--mutate-module" in html
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "| `stand_in_lib.rms_norm` | 8 |" in summary and "tests miss, harness kills" in summary
+
+
+def test_the_2x2_counts_only_the_mutants_both_judges_ran():
+    from reports import library_tests as lt
+
+    def m(status, tests, module="lib.a"):
+        return {"module": module, "status": status, "detected": status in ("killed", "timeout", "crashed"),
+                "killed_by_tests": tests}
+
+    mutants = [m("killed", True), m("timeout", False), m("survived", True), m("survived", False), m("killed", None),
+               m("incompetent", None), m("equivalent", None), m("crashed", True, "lib.b")]
+    rows = lt.by_module(mutants)
+    a = rows["lib.a"]
+    assert (a["both"], a["harness_only"], a["tests_only"], a["neither"]) == (1, 1, 1, 1)
+    assert a["mutants"] == 7 and a["harness_score"] == 3 / 5 and a["tests_score"] == 2 / 4
+    assert rows["lib.b"]["both"] == 1 and [x["status"] for x in lt.tests_missed(mutants)] == ["timeout"]
+
+
+def test_merged_parts_add_their_tests_counts():
+    from reports import library_tests as lt
+
+    part = {"command": "c", "score": 1.0, "killed": 2, "survived": 0, "run": 2, "sample": None}
+    sampled = {"command": "c", "score": 0.0, "killed": 0, "survived": 3, "run": 3,
+               "sample": {"size": 3, "of": 5, "mutants": ["x", "y", "z"]}}
+    merged = lt.merge([part, sampled])
+    assert (merged["killed"], merged["survived"], merged["run"], merged["score"]) == (2, 3, 5, 0.4)
+    assert merged["sample"] == {"size": 3, "of": 7, "mutants": ["x", "y", "z"]} and lt.merge([None]) is None
