@@ -171,7 +171,15 @@ def _load_mutants(args: argparse.Namespace) -> tuple[tuple[str, ...], list]:
         return campaign.load_mutants(), []
     if not args.plugin:
         raise UsageError("--mutate-module needs --plugin FILE: a plugin whose kernels call into the library")
-    return (), library.register(tuple(args.mutate_module), args.carrier)
+    targets = library.register(tuple(args.mutate_module), args.carrier)
+    for t in targets:
+        if not t.mutants:
+            print(f"mutate: {t.module} defines no @triton.jit function: nothing to mutate there (mutate the modules "
+                  "whose kernels it launches)", flush=True)
+        else:
+            print(f"mutate: {t.module}: {len(t.mutants)} mutant(s), run through "
+                  + ", ".join(sorted({c.name for c in t.carriers.values()})), flush=True)
+    return (), targets
 
 
 def _selected(args: argparse.Namespace, backend) -> tuple[list, list]:
