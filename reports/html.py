@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
-from reports import drift, plots, timing
+from reports import drift, library_tests, plots, timing
 
 __all__ = ["render", "FILTERS", "FAILURES_PER_GROUP"]
 
@@ -139,7 +139,19 @@ def _mutation_context(mutation: dict) -> dict:
         "device": mutation.get("device"),
         "command": mutation.get("command"),
         "heatmap": plots.kill_matrix_figure(mutation),
+        "library": _library_context(mutation),
     }
+
+
+def _library_context(mutation: dict) -> dict | None:
+    """A library campaign: per module, the harness's and the tests' scores and the 2x2; the
+    mutants the tests miss but the harness kills, and those only the tests kill."""
+    if not library_tests.is_library(mutation):
+        return None
+    mutants = mutation.get("mutants", [])
+    return {"tests": mutation.get("tests"), "modules": mutation.get("by_module") or library_tests.by_module(mutants),
+            "tests_missed": library_tests.tests_missed(mutants), "harness_missed": library_tests.harness_missed(mutants),
+            "cells": library_tests.CELLS, "titles": library_tests.CELL_TITLES}
 
 
 def _embedded_png(directory: Path | None, path: str | None) -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from reports import mutation_report, verify_report
+from reports import library_tests, mutation_report, verify_report
 
 __all__ = ["MergeError", "merge_verify", "merge_mutation"]
 
@@ -98,7 +98,7 @@ def merge_mutation(parts: list[tuple[str, dict]]) -> dict:
               "reason": "; ".join(f"{where}: {(r.get('sanity') or {}).get('reason')}" for where, r in parts),
               "runs": [run for _, r in parts for run in (r.get("sanity") or {}).get("runs", [])]}
     header = _header(parts, drop=("score", "min_score", "passed", "refused", "total", "detected", "counts", "origins",
-                                  "seconds", "sanity", "mutants", "kill_matrix", "minimal_cases"))
+                                  "seconds", "sanity", "mutants", "kill_matrix", "minimal_cases", "tests", "by_module"))
     for key in ("not_observable_here",):
         header[key] = list({m["name"]: m for _, r in parts for m in r.get(key, [])}.values())
     header["stale_equivalent_marks"] = sorted({n for _, r in parts for n in r.get("stale_equivalent_marks", [])})
@@ -109,6 +109,7 @@ def merge_mutation(parts: list[tuple[str, dict]]) -> dict:
         kill_matrix={m["name"]: {m["killed_by"]["check"]: m["killed_by"]["case_id"]}
                      for m in mutants if m["detected"] and m.get("killed_by")},
         minimal_cases=minimal_cases(mutants), seconds=header.pop("seconds"), refused="; ".join(refused) or None,
+        tests=library_tests.merge([r.get("tests") for _, r in parts]),
     )
 
 

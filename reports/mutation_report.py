@@ -11,15 +11,21 @@ from collections import Counter
 from rich.console import Console
 from rich.table import Table
 
+from reports import library_tests
+
 STATUS_ORDER = ("survived", "timeout", "crashed", "killed", "incompetent", "equivalent")
 STATUS_STYLE = {"survived": "red", "timeout": "yellow", "crashed": "yellow", "killed": "green", "incompetent": "dim", "equivalent": "cyan"}
 
 
 def build(header: dict, *, mutants: list[dict], score: float | None, min_score: float, sanity: dict,
-          kill_matrix: dict, minimal_cases: list[dict], seconds: float, refused: str | None = None) -> dict:
+          kill_matrix: dict, minimal_cases: list[dict], seconds: float, refused: str | None = None,
+          tests: dict | None = None) -> dict:
+    """``tests``: a library campaign's tests command and its score (harness.mutation.library_tests);
+    a library campaign also gets ``by_module``: per module, both scores and the 2x2."""
     counts = Counter(m["status"] for m in mutants)
     origins = Counter(m["origin"] for m in mutants)
     passed = refused is None and score is not None and score >= min_score
+    library = "library" in header
     return {
         **header,
         "score": score,
@@ -35,6 +41,7 @@ def build(header: dict, *, mutants: list[dict], score: float | None, min_score: 
         "mutants": mutants,
         "kill_matrix": kill_matrix,
         "minimal_cases": minimal_cases,
+        **({"tests": tests, "by_module": library_tests.by_module(mutants)} if library else {}),
     }
 
 
@@ -88,14 +95,17 @@ def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> 
         for line in (m["diff"] or "(no diff: a plugin mutant)").splitlines():
             console.print(f"    {line}", highlight=False, markup=False)
     if report.get("stale_equivalent_marks"):
-        console.print("[yellow]equivalence marks ignored (their mutant's diff changed; judge again):[/] "
+        console.print("[yellow]equivalence marks ignored (their mutant's source changed; judge again):[/] "
                       + ", ".join(report["stale_equivalent_marks"]), highlight=False)
     equivalent = [m for m in report["mutants"] if m["status"] == "equivalent"]
     if equivalent:
-        console.print(f"[cyan]{len(equivalent)} mutant(s) marked equivalent[/] (properties/mutants/equivalent.toml):")
+        source = (report.get("library") or {}).get("equivalent_file") or "properties/mutants/equivalent.toml"
+        console.print(f"[cyan]{len(equivalent)} mutant(s) marked equivalent[/] ({source}):")
         for m in equivalent:
             console.print(f"    {m['name']}: {m['note']}", highlight=False, markup=False)
 
+    for line in library_tests.print_lines(report):
+        console.print(line, highlight=False, markup=False)
     c = report["counts"]
     score = "n/a" if report["score"] is None else f"{report['score']:.4f}"
     verdict = "[green]PASS[/]" if report["passed"] else "[red]FAIL[/]"

@@ -6,7 +6,7 @@ their repro commands. Kept short: the full picture is index.html in the uploaded
 
 from __future__ import annotations
 
-from reports import drift, timing
+from reports import drift, library_tests, timing
 
 __all__ = ["render", "MAX_FAILURES", "MAX_SURVIVORS"]
 
@@ -87,7 +87,7 @@ def _mutation_lines(mutation: dict | None) -> list[str]:
                   for m in survivors[:MAX_SURVIVORS]]
         if len(survivors) > MAX_SURVIVORS:
             lines.append(f"- ... and {len(survivors) - MAX_SURVIVORS} more")
-    return lines
+    return lines + library_tests.markdown_lines(mutation)
 
 
 def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] | None = None) -> str:

@@ -5,7 +5,7 @@ import pytest
 from harness.mutation import campaign
 from harness.mutation import mutagen
 from harness.mutation.campaign import Outcome, Status
-from harness.execution.jobs import JobResult
+from harness.execution.jobs import Job, JobResult
 from harness.record.case_record import CaseRecord
 from harness.registry.registry import Contract, KernelEntry
 
@@ -22,8 +22,9 @@ def record(check: str, passed: bool, case: str = CASE) -> CaseRecord:
                       passed=passed, repro=f"python -m harness verify --op rmsnorm --select m --case {case}")
 
 
-def result(status: str, records, seconds=1.0) -> JobResult:
-    return JobResult(job=None, status=status, records=records, cases_run=len(records), seconds=seconds)
+def result(status: str, records, seconds=1.0, **kw) -> JobResult:
+    job = Job(op="rmsnorm", kernel="m", backend="interpreter", seed=0, max_examples=0)
+    return JobResult(job=job, status=status, records=records, cases_run=len(records), seconds=seconds, **kw)
 
 
 def outcome(name, status, case=CASE, check="forward"):
@@ -31,19 +32,29 @@ def outcome(name, status, case=CASE, check="forward"):
     return Outcome(entry(name), status, by)
 
 
-def test_classify_each_status(tmp_path):
-    assert campaign.classify(entry("a"), result("ok", [record("forward", True)]), tmp_path).status is Status.SURVIVED
-    killed = campaign.classify(entry("b"), result("ok", [record("inputs_unchanged", True), record("dx", False)]), tmp_path)
+def test_classify_each_status():
+    assert campaign.classify(entry("a"), result("ok", [record("forward", True)])).status is Status.SURVIVED
+    killed = campaign.classify(entry("b"), result("ok", [record("inputs_unchanged", True), record("dx", False)]))
     assert killed.status is Status.KILLED and killed.killed_by["check"] == "dx" and killed.killed_by["case_id"] == CASE
-    assert " mutate " in killed.killed_by["repro"]  # the repro re-runs the mutant, which verify cannot select
-    assert campaign.classify(entry("c"), result("crashed", [record("crash", False)]), tmp_path).status is Status.CRASHED
-    assert campaign.classify(entry("d"), result("timeout", [record("timeout", False)]), tmp_path).status is Status.TIMEOUT
+    # the repro re-runs the mutant, which verify cannot select
+    assert killed.killed_by["repro"] == ("python -m harness mutate --op rmsnorm --select m --case "
+                                         f"{CASE} --backend interpreter")
+    assert campaign.classify(entry("c"), result("crashed", [record("crash", False)])).status is Status.CRASHED
+    assert campaign.classify(entry("d"), result("timeout", [record("timeout", False)])).status is Status.TIMEOUT
 
 
-def test_incompetence_comes_from_the_launch_marker_not_from_the_failed_check(tmp_path, monkeypatch):
-    monkeypatch.setenv(mutagen.MARKERS_ENV, str(tmp_path))
-    mutagen.mark_incompetent("e", "ValueError: arange's arguments must be of type tl.constexpr")
-    got = campaign.classify(entry("e"), result("ok", [record("forward", False)]), tmp_path)
+def test_a_library_mutants_repro_names_its_modules_and_carrier():
+    job = Job(op="rmsnorm", kernel="gen.lib.mod.f.add_sub_swap.1", backend="interpreter", seed=0, max_examples=0,
+              plugins=("p.py",), library=("lib.mod",), carrier="lib_*")
+    repro = campaign.mutant_repro(CASE, job)
+    assert repro.startswith("python -m harness mutate --op rmsnorm --select gen.lib.mod.f.add_sub_swap.1 --case ")
+    assert repro.endswith("--plugin p.py --mutate-module lib.mod --carrier 'lib_*'")
+
+
+def test_incompetence_comes_from_the_judges_word_not_from_the_failed_check():
+    # the kernel process reports a refused launch with its reply; the judge puts it in the job's done event
+    got = campaign.classify(entry("e"), result("ok", [record("forward", False)],
+                                               incompetent="ValueError: arange's arguments must be of type tl.constexpr"))
     assert got.status is Status.INCOMPETENT and got.killed_by is None and "constexpr" in got.note
 
 
@@ -136,11 +147,10 @@ def test_observed_kills_keep_real_cases_only(tmp_path):
     assert campaign.observed_kills(outcomes) == {"a": "rmsnorm:M=1,N=1"}
 
 
-def test_an_outcome_names_the_gpu_that_ran_it(tmp_path):
+def test_an_outcome_names_the_gpu_that_ran_it():
     # how a campaign spread over several GPUs shows in mutation.json (mutants[].gpu)
-    on_gpu1 = JobResult(job=None, status="ok", records=[record("dx", False)], cases_run=1, seconds=1.0, gpu="1")
-    assert campaign.classify(entry("a"), on_gpu1, tmp_path).to_dict()["gpu"] == "1"
-    assert campaign.classify(entry("b"), result("ok", [record("dx", False)]), tmp_path).to_dict()["gpu"] is None
+    assert campaign.classify(entry("a"), result("ok", [record("dx", False)], gpu="1")).to_dict()["gpu"] == "1"
+    assert campaign.classify(entry("b"), result("ok", [record("dx", False)])).to_dict()["gpu"] is None
 
 
 def test_once_sanity_fails_the_mutants_not_yet_started_are_skipped(monkeypatch):

@@ -76,10 +76,12 @@ def _parse_scalar(text: str) -> Scalar:
     return text
 
 
-def repro_command(case: Case, *, kernel: str, backend: str, plugins: tuple[str, ...] = ()) -> str:
-    """The one-line command that re-runs exactly this case for this kernel."""
-    words = ["python", "-m", "harness", "verify", "--op", case.op, "--select", kernel, "--case", case.id]
+def repro_command(case: Case, *, kernel: str, backend: str, plugins: tuple[str, ...] = (), command: str = "verify",
+                  options: list[str] | tuple[str, ...] = ()) -> str:
+    """The one-line command that re-runs exactly this case for this kernel (``command``
+    ``mutate`` for a mutant, which ``verify`` never runs; ``options``: more of its arguments)."""
+    words = ["python", "-m", "harness", command, "--op", case.op, "--select", kernel, "--case", case.id]
     words += ["--backend", backend]
     for p in plugins:
         words += ["--plugin", p]
-    return shlex.join(words)
+    return shlex.join([*words, *options])

@@ -1,16 +1,23 @@
 """``python -m harness mutate``: the mutation campaign and its score gate.
 
 Runs every selected mutant (hand-written catalog, generated from the kernels' source,
-plugin ``register_mutant`` entries) against the same properties as ``verify``.
+plugin ``register_mutant`` entries) against the same properties as ``verify``. With
+``--mutate-module MODULE``, the mutants are those of a library's ``@triton.jit`` functions,
+run through the ``--plugin`` kernels that call into it (harness.mutation.library), and
+``--tests COMMAND`` scores the library's own tests against the same mutants
+(harness.mutation.library_tests).
 Exit status: 0 iff score >= --min-score; 1 if the score is lower, or if the campaign
 refuses to score because the sanity step failed (the unmutated kernel fails its suite, or a
-forced failure passes it; the report says which); 2 on bad usage.
+forced failure passes it; the report says which); 2 on bad usage, or when the tests command
+fails on the unmutated library.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
+import os
 import sys
 import time
 from pathlib import Path
@@ -64,6 +71,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true",
                    help="run every mutant, reusing no saved outcome (otherwise a mutant's outcome is reused while "
                         "nothing that can change it has changed: REPORT_DIR/incremental)")
+    lib = p.add_argument_group("library mutation (a third-party module's kernels, run through --plugin kernels)")
+    lib.add_argument("--mutate-module", action="append", default=[], metavar="MODULE",
+                     help="mutate every @triton.jit function of this importable module instead of the project's "
+                          "kernels (repeatable); mutants are named gen.MODULE.FUNCTION.OPERATOR.K")
+    lib.add_argument("--carrier", default="*", metavar="GLOB",
+                     help="the --plugin kernels that may run a module's mutants (default: any; the one nearest to "
+                          "the module is chosen, ties by op and name)")
+    lib.add_argument("--equivalent", metavar="FILE",
+                     help="TOML or JSON marks of equivalent library mutants: [[equivalent]] name, fingerprint, reason "
+                          "(a mark whose fingerprint no longer matches is reported, not applied)")
+    lib.add_argument("--tests", metavar="COMMAND",
+                     help="also run this shell command (the library's own tests) against every mutant, with the "
+                          "mutant swapped in inside its Python processes; it must pass on the unmutated library")
+    lib.add_argument("--tests-sample", type=common.at_least_one, default=None, metavar="N",
+                     help="run the tests against a deterministic sample of N mutants only (named in the report)")
+    lib.add_argument("--tests-jobs", type=common.at_least_one, default=None, metavar="N",
+                     help="test command processes side by side (default: the campaign's --jobs)")
 
 
 def _read_kill_cache(path: Path | None) -> dict:
@@ -82,7 +106,8 @@ def _read_kill_cache(path: Path | None) -> dict:
     return {"format": 1, "backends": {}}
 
 
-def _first_looks(cache: dict, runnable: list, backend: str, args: argparse.Namespace, parallel: int):
+def _first_looks(cache: dict, runnable: list, backend: str, args: argparse.Namespace, parallel: int,
+                 driver_args: tuple[str, ...] = ()):
     """On a GPU, the memcheck first looks (harness.mutation.memcheck_looks) at the mutants the last
     campaign killed by memcheck, started now; None when there are none or no sanitizer."""
     if backend != "cuda" or args.no_memcheck:
@@ -96,82 +121,205 @@ def _first_looks(cache: dict, runnable: list, backend: str, args: argparse.Names
     if path is None:
         return None
     print(f"mutate: memcheck first look at {len(cases)} mutant(s) killed by memcheck last time ...", flush=True)
-    return FirstLooks(cases, parallel=max(1, parallel), sanitizer=path)
+    more = {"driver_args": driver_args} if driver_args else {}
+    return FirstLooks(cases, parallel=max(1, parallel), sanitizer=path, **more)
 
 
-def run(args: argparse.Namespace) -> int:
-    backend = common.prepare(args)
-    from harness.mutation import campaign
-    from harness.mutation import memcheck_looks
-    from harness.cases.case import Case
-    from harness.execution.progress import Progress
-    from reports import environment, mutation_report, writer
+@dataclasses.dataclass
+class _Setup:
+    """What one campaign runs, decided before anything runs."""
 
-    started = time.monotonic()
-    modules = campaign.load_mutants()
+    backend: object
+    entries: list  # the selected, observable mutants of this part (--shard)
+    unobservable: list
+    ops: list[str]
+    case: str | None
+    max_examples: int
+    equivalent: dict
+    runnable: list
+    parallel: int
+    modules: tuple[str, ...]  # mutant modules every worker imports (project campaigns)
+    library: tuple[str, ...]  # --mutate-module (library campaigns)
+    cache_path: Path | None
+    cache: dict
+    kills: dict
+    targets: list = dataclasses.field(default_factory=list)  # harness.mutation.library.Target
+
+    def campaign_kw(self, args: argparse.Namespace) -> dict:
+        from harness.mutation import campaign
+
+        return dict(backend=self.backend.name, seed=args.seed, max_examples=self.max_examples, plugins=args.plugin,
+                    parallel=self.parallel, modules=self.modules, reuse=not args.isolate,
+                    hints=campaign.floor_hints(self.kills), library=self.library, carrier=args.carrier)
+
+
+def _check_library_options(args: argparse.Namespace) -> None:
+    if args.mutate_module:
+        return
+    for flag, value in (("--tests", args.tests), ("--tests-sample", args.tests_sample), ("--tests-jobs", args.tests_jobs),
+                        ("--equivalent", args.equivalent), ("--carrier", None if args.carrier == "*" else args.carrier)):
+        if value is not None:
+            raise UsageError(f"{flag} applies to library campaigns only: add --mutate-module MODULE "
+                             "(the project's own equivalence marks live in properties/mutants/equivalent.toml)")
+
+
+def _load_mutants(args: argparse.Namespace) -> tuple[tuple[str, ...], list]:
+    """The project's mutant modules (imported), or the library's mutants (registered)."""
+    from harness.mutation import campaign, library
+
+    if not args.mutate_module:
+        return campaign.load_mutants(), []
+    if not args.plugin:
+        raise UsageError("--mutate-module needs --plugin FILE: a plugin whose kernels call into the library")
+    targets = library.register(tuple(args.mutate_module), args.carrier)
+    for t in targets:
+        if not t.mutants:
+            print(f"mutate: {t.module} defines no @triton.jit function: nothing to mutate there (mutate the modules "
+                  "whose kernels it launches)", flush=True)
+        else:
+            print(f"mutate: {t.module}: {len(t.mutants)} mutant(s), run through "
+                  + ", ".join(sorted({c.name for c in t.carriers.values()})), flush=True)
+    return (), targets
+
+
+def _selected(args: argparse.Namespace, backend) -> tuple[list, list]:
+    """The selected mutants observable on this backend, and those that are not."""
+    from harness.mutation import campaign, library
+
     entries = campaign.select(args.op, args.select)
+    if args.mutate_module:
+        entries = library.mutants_of(entries)
     if not entries:
         known = len(campaign.select(args.op, "*"))
+        example = "gen.MODULE.FUNCTION.*" if args.mutate_module else "'cat.*' or 'gen.rmsnorm_forward.*'"
         raise UsageError(
             f"--select {args.select!r} matches no mutant{' of op ' + args.op if args.op else ''} "
-            f"({known} registered); use a glob such as 'cat.*' or 'gen.rmsnorm_forward.*'"
+            f"({known} registered); use a glob such as {example}"
         )
     unobservable = [e for e in entries if not campaign.observable_on(e, backend.name)]
     entries = [e for e in entries if campaign.observable_on(e, backend.name)]
     if not entries:
         raise UsageError(f"the selected mutants can only be detected on {unobservable[0].meta['backends']}, not on {backend.name}")
+    return entries, unobservable
+
+
+def _case(args: argparse.Namespace) -> str | None:
+    from harness.cases.case import Case
+    from harness.registry.registry import REGISTRY
+
+    if not args.case:
+        return None
+    case = Case.parse(args.case)
+    REGISTRY.op(case.op).validate_case(case)  # a malformed case is bad usage (exit 2)
+    return case.id
+
+
+def _equivalent(args: argparse.Namespace) -> dict:
+    from harness.mutation import campaign
+
+    if not args.mutate_module:
+        return campaign.load_equivalent()
+    if args.equivalent is None:
+        return {}
+    from harness.mutation import equivalence
+
+    return equivalence.load(Path(args.equivalent))
+
+
+def _set_up(args: argparse.Namespace, backend) -> _Setup:
+    from harness.mutation import campaign
+
+    _check_library_options(args)
+    modules, targets = _load_mutants(args)
+    entries, unobservable = _selected(args, backend)
     ops = sorted({e.op for e in entries})  # before --shard: every part runs the sanity step of every op
     entries = [e for e in entries if common.in_part(e.name, args.shard)]
-    case = Case.parse(args.case) if args.case else None
-    if case:
-        from harness.registry.registry import REGISTRY
-
-        REGISTRY.op(case.op).validate_case(case)  # a malformed case is bad usage (exit 2)
-        case = case.id
-    max_examples = args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name]
-    if case:
-        max_examples = 0
-    equivalent = campaign.load_equivalent()
+    case = _case(args)
+    max_examples = 0 if case else (args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name])
+    equivalent = _equivalent(args)
     runnable = [e for e in entries if not campaign.is_marked(e, equivalent, backend.name)]
     parallel = common.mutate_jobs(args.jobs, backend, max(2, len(runnable)))
     cache_path = None if args.kill_cache == "none" else Path(args.kill_cache or Path(args.report_dir) / "kill_cache.json")
     cache = _read_kill_cache(cache_path)
     kills = cache.setdefault("backends", {}).setdefault(backend.name, {})
-    settings = dict(backend=backend.name, seed=args.seed, max_examples=max_examples, plugins=args.plugin,
-                    parallel=parallel, modules=modules, reuse=not args.isolate, hints=campaign.floor_hints(kills))
+    return _Setup(backend, entries, unobservable, ops, case, max_examples, equivalent, runnable, parallel, modules,
+                  tuple(args.mutate_module), cache_path, cache, kills, targets)
+
+
+@dataclasses.dataclass
+class _Reuse:
+    """Outcomes and the sanity step reused from the incremental store (none for a library
+    campaign, whose outcomes depend on code the store does not key)."""
+
+    store: object = None
+    plans: dict = dataclasses.field(default_factory=dict)
+    saved: dict = dataclasses.field(default_factory=dict)
+    sanity_plan: object = None
+    saved_sanity: object = None
+
+
+def _incremental(args: argparse.Namespace, setup: _Setup) -> _Reuse:
+    if setup.library:
+        print("mutate: a library campaign reuses no saved outcome (every mutant runs)", flush=True)
+        return _Reuse()
     from harness.incremental import mutants as reuse, plan as incremental
     from harness.incremental.store import Store
 
+    backend = setup.backend.name
     store = Store(args.report_dir, reuse=not args.no_cache)
-    plans = incremental.mutant_plans(runnable, store, backend=backend.name, settings={
-        "seed": args.seed, "max_examples": max_examples, "case": case, "plugins": sorted(args.plugin),
+    plans = incremental.mutant_plans(setup.runnable, store, backend=backend, settings={
+        "seed": args.seed, "max_examples": setup.max_examples, "case": setup.case, "plugins": sorted(args.plugin),
         "timeout": args.timeout})
-    saved = reuse.saved_outcomes(plans, runnable)
+    saved = reuse.saved_outcomes(plans, setup.runnable)
     print(reuse.summary_line(plans), flush=True)
-    sanity_plan = incremental.sanity_plan(ops, store, backend=backend.name, settings={
-        "seed": args.seed, "max_examples": max_examples, "case": case, "plugins": sorted(args.plugin)})
-    saved_sanity = reuse.saved_sanity(sanity_plan)
-    print(f"mutate: sanity step of {', '.join(ops)}: {sanity_plan.describe()}", flush=True)
-    header = environment.header(backend.describe(), seed=args.seed)
-    header["max_examples"] = max_examples
+    sanity_plan = incremental.sanity_plan(setup.ops, store, backend=backend, settings={
+        "seed": args.seed, "max_examples": setup.max_examples, "case": setup.case, "plugins": sorted(args.plugin)})
+    print(f"mutate: sanity step of {', '.join(setup.ops)}: {sanity_plan.describe()}", flush=True)
+    return _Reuse(store, plans, saved, sanity_plan, reuse.saved_sanity(sanity_plan))
+
+
+def _header(args: argparse.Namespace, setup: _Setup) -> dict:
+    from reports import environment
+
+    header = environment.header(setup.backend.describe(), seed=args.seed)
+    header["max_examples"] = setup.max_examples
     if args.shard is not None:  # `report --merge` checks that every part of the same campaign is there
         header["shard"] = {"index": args.shard[0], "count": args.shard[1]}
-    header["workers"] = {"count": parallel, "reuse": not args.isolate}
+    header["workers"] = {"count": setup.parallel, "reuse": not args.isolate}
     header["not_observable_here"] = [
-        {"name": e.name, "backends": list(e.meta["backends"]), "description": e.description} for e in unobservable
+        {"name": e.name, "backends": list(e.meta["backends"]), "description": e.description} for e in setup.unobservable
     ]
-    by_name = {e.name: e for e in entries}
+    by_name = {e.name: e for e in setup.entries}
     header["stale_equivalent_marks"] = sorted(
-        n for n, mark in equivalent.items()
+        n for n, mark in setup.equivalent.items()
         if n in by_name and mark.get("fingerprint") not in (None, by_name[n].meta.get("fingerprint"))
     )
+    if setup.library:
+        header["library"] = {
+            "modules": list(setup.library),
+            "carriers": {f"{t.module}.{f}": {"op": c.op, "kernel": c.name} for t in setup.targets
+                         for f, c in t.carriers.items()},
+            "equivalent_file": args.equivalent,
+            "unknown_equivalent_marks": sorted(n for n in setup.equivalent if n not in by_name),
+        }
+    return header
 
-    # the sanity jobs counted as run_campaign builds them, from the same settings (an op may have several kernels)
-    checks, _ = campaign.sanity_jobs(ops, shards=campaign.clean_shards(parallel, len(ops)), case=case,
-                                     **{k: settings[k] for k in ("backend", "seed", "max_examples", "plugins", "modules")})
-    if saved_sanity is not None:
-        checks = []
-    looks = _first_looks(cache, runnable, backend.name, args, parallel) if not case else None
+
+def _sanity_jobs(args: argparse.Namespace, setup: _Setup, reused: _Reuse) -> list:
+    """The sanity jobs as run_campaign builds them, from the same settings (for the progress count)."""
+    from harness.mutation import campaign
+
+    if reused.saved_sanity is not None:
+        return []
+    settings = campaign.JobSettings(setup.backend.name, args.seed, setup.max_examples, tuple(args.plugin), setup.modules,
+                                    setup.case, setup.library, args.carrier)
+    checks, _ = campaign.sanity_jobs(setup.ops, settings, shards=campaign.clean_shards(setup.parallel, len(setup.ops)))
+    return checks
+
+
+def _progress_classes(checks: list):
+    from harness.mutation import campaign
+
     sanity_names = {j.kernel for j in checks}
 
     def classify(event) -> str:
@@ -183,76 +331,189 @@ def run(args: argparse.Namespace) -> int:
             return "sanity ok" if (event.failed > 0) == forced else "sanity failed"
         return "killed" if event.failed > 0 else "survived"
 
-    with Progress("mutate", len(runnable) - len(saved) + len(checks), classify=classify,
+    return classify
+
+
+def _driver_args(args: argparse.Namespace, setup: _Setup) -> tuple[str, ...]:
+    """What the sanitizer's driver needs to find a library mutant (plugins, modules, carrier)."""
+    if not setup.library:
+        return ()
+    words = [w for path in args.plugin for w in ("--plugin", os.path.abspath(path))]
+    words += [w for m in setup.library for w in ("--mutate-module", m)]
+    return tuple(words + (["--carrier", args.carrier] if args.carrier != "*" else []))
+
+
+def _run_pool(args: argparse.Namespace, setup: _Setup, reused: _Reuse, header: dict):
+    from harness.mutation import campaign
+    from harness.execution.progress import Progress
+
+    checks = _sanity_jobs(args, setup, reused)
+    looks = _first_looks(setup.cache, setup.runnable, setup.backend.name, args, setup.parallel,
+                         _driver_args(args, setup)) if not setup.case else None
+    with Progress("mutate", len(setup.runnable) - len(reused.saved) + len(checks), classify=_progress_classes(checks),
                   shown=("survived", "sanity failed")) as progress:
-        check, outcomes = campaign.run_campaign(entries, ops=ops, equivalent=equivalent, timeout=args.timeout, case=case,
-                                                on_event=progress, first_looks=looks, saved=saved,
-                                                saved_sanity=saved_sanity, **settings)
+        check, outcomes = campaign.run_campaign(setup.entries, ops=setup.ops, equivalent=setup.equivalent,
+                                                timeout=args.timeout, case=setup.case, on_event=progress,
+                                                first_looks=looks, saved=reused.saved,
+                                                saved_sanity=reused.saved_sanity, **setup.campaign_kw(args))
     if looks is not None:
         header["memcheck_first"] = looks.summary()
+    return check, outcomes
+
+
+def _sanity_record(check, reused: _Reuse) -> dict:
+    from harness.incremental import mutants as reuse
+
     sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
               "timeouts": check.timeouts, "runs": check.details}
-    if saved_sanity is not None:
-        sanity["reused_from"] = sanity_plan.saved["saved_at"]
-    elif check.passed and not check.interrupted:
-        reuse.save_sanity(store, sanity_plan, check)
-    header["kill_cache"] = {"path": str(cache_path) if cache_path else None, "hinted": len(kills)}
+    if reused.saved_sanity is not None:
+        sanity["reused_from"] = reused.sanity_plan.saved["saved_at"]
+    elif check.passed and not check.interrupted and reused.store is not None:
+        reuse.save_sanity(reused.store, reused.sanity_plan, check)
+    return sanity
 
-    def finish(refused: str | None = None, *, scored: bool = True) -> dict:
+
+def _keep_kills(setup: _Setup, kept: list) -> None:
+    """This campaign's kills (and on a GPU its memcheck kills) for the next one's case order."""
+    from harness.mutation import campaign, memcheck_looks
+    from reports import writer
+
+    if setup.cache_path is None or not kept:
+        return
+    for o in kept:
+        setup.kills.pop(o.entry.name, None)
+    setup.kills.update(campaign.observed_kills(kept))
+    if setup.backend.name == "cuda":  # memcheck kills, for the next GPU campaign's first looks
+        by_memcheck = setup.cache.setdefault("memcheck", {})
+        for o in kept:
+            by_memcheck.pop(o.entry.name, None)
+        by_memcheck.update(memcheck_looks.memcheck_kills(kept))
+    try:
+        writer.write_json(setup.cache_path.parent, setup.cache_path.name, setup.cache)
+    except OSError as exc:
+        print(f"mutate: warning: could not write the kill cache {setup.cache_path}: {exc}", file=sys.stderr)
+
+
+@dataclasses.dataclass
+class _Report:
+    """Writes mutation.json (and prints it) with what the campaign found."""
+
+    args: argparse.Namespace
+    setup: _Setup
+    header: dict
+    sanity: dict
+    outcomes: list
+    started: float
+    tests: object = None  # harness.mutation.library_tests.Scoring, or None without --tests
+
+    def finish(self, refused: str | None = None, *, scored: bool = True) -> dict:
         """Build, write and print mutation.json: scored with the outcomes, or refused with none;
         keep this campaign's kills for the next one. Ctrl-C waits until the files are written."""
         from harness.cli import outdir
 
         with outdir.signals_held():
-            return _finish(refused, scored=scored)
+            return self._finish(refused, scored)
 
-    def _finish(refused: str | None, *, scored: bool) -> dict:
-        kept = outcomes if scored else []
-        per_gpu = collections.Counter(o.gpu for o in outcomes if o.gpu is not None)
+    def _finish(self, refused: str | None, scored: bool) -> dict:
+        from harness.mutation import campaign
+        from reports import mutation_report, writer
+
+        kept = self.outcomes if scored else []
+        per_gpu = collections.Counter(o.gpu for o in self.outcomes if o.gpu is not None)
         if per_gpu:  # how the campaign spread over the GPUs (each worker has one)
-            header["workers"]["mutants_per_gpu"] = dict(sorted(per_gpu.items()))
-        if cache_path is not None and kept:
-            for o in kept:
-                kills.pop(o.entry.name, None)
-            kills.update(campaign.observed_kills(kept))
-            if backend.name == "cuda":  # memcheck kills, for the next GPU campaign's first looks
-                by_memcheck = cache.setdefault("memcheck", {})
-                for o in kept:
-                    by_memcheck.pop(o.entry.name, None)
-                by_memcheck.update(memcheck_looks.memcheck_kills(kept))
-            try:
-                writer.write_json(cache_path.parent, cache_path.name, cache)
-            except OSError as exc:
-                print(f"mutate: warning: could not write the kill cache {cache_path}: {exc}", file=sys.stderr)
+            self.header["workers"]["mutants_per_gpu"] = dict(sorted(per_gpu.items()))
+        self.header["kill_cache"] = {"path": str(self.setup.cache_path) if self.setup.cache_path else None,
+                                     "hinted": len(self.setup.kills)}
+        _keep_kills(self.setup, kept)
         report = mutation_report.build(
-            header, mutants=[o.to_dict() for o in kept], score=campaign.score(kept) if scored else None,
-            min_score=args.min_score, sanity=sanity, kill_matrix=campaign.kill_matrix(kept),
-            minimal_cases=campaign.minimal_cases(kept), seconds=time.monotonic() - started, refused=refused,
+            self.header, mutants=[self._mutant(o) for o in kept], score=campaign.score(kept) if scored else None,
+            min_score=self.args.min_score, sanity=self.sanity, kill_matrix=campaign.kill_matrix(kept),
+            minimal_cases=campaign.minimal_cases(kept), seconds=time.monotonic() - self.started, refused=refused,
+            tests=self.tests.summary() if self.tests is not None else None,
         )
-        path = writer.write_json(args.report_dir, "mutation.json", report)
+        path = writer.write_json(self.args.report_dir, "mutation.json", report)
         mutation_report.print_mutation(report, path=str(path), full=sys.stdout.isatty())
         return report
 
+    def _mutant(self, outcome) -> dict:
+        data = outcome.to_dict()
+        if self.setup.library:
+            data.update(self.tests.of(outcome.entry.name) if self.tests is not None
+                        else {"killed_by_tests": None, "tests_seconds": None})
+        return data
+
+
+def run(args: argparse.Namespace) -> int:
+    backend = common.prepare(args)
+    started = time.monotonic()
+    setup = _set_up(args, backend)
+    tests = _clean_tests(args, setup)
+    reused = _incremental(args, setup)
+    header = _header(args, setup)
+    check, outcomes = _run_pool(args, setup, reused, header)
+    report = _Report(args, setup, header, _sanity_record(check, reused), outcomes, started, tests)
     if check.interrupted:  # what finished is kept; the score covers only that
         header.update(interrupted=True, not_run=check.not_run)
-        finish(f"interrupted after {len(outcomes)} of {len(outcomes) + len(check.not_run)} mutants: the score "
-               "covers only those and is not a verdict" + ("" if check.passed else f"; sanity: {check.reason}"))
+        report.finish(f"interrupted after {len(outcomes)} of {len(outcomes) + len(check.not_run)} mutants: the score "
+                      "covers only those and is not a verdict" + ("" if check.passed else f"; sanity: {check.reason}"))
         return 130
     if not check.passed:
-        finish(check.reason, scored=False)
+        report.finish(check.reason, scored=False)
         return 1
+    interrupted = _second_look(args, setup, header, outcomes)
+    if interrupted:
+        report.finish(interrupted)
+        return 130
+    if reused.store is not None:
+        from harness.incremental import mutants as reuse
+
+        reuse.save(reused.store, reused.plans, outcomes)  # a complete campaign whose sanity step passed
+    if tests is not None and not tests.run_mutants(outcomes):
+        header.update(interrupted=True, not_run=[])
+        report.finish(f"interrupted while the tests ran against the mutants ({tests.summary()['run']} run): "
+                      "the scores are not a verdict")
+        return 130
+    return 0 if report.finish()["passed"] else 1
+
+
+def _second_look(args: argparse.Namespace, setup: _Setup, header: dict, outcomes: list) -> str | None:
+    """On a GPU, memcheck on the survivors; why the score is no verdict if it was interrupted."""
+    from harness.mutation import campaign, memcheck_looks
+
     survivors = sum(o.status is campaign.Status.SURVIVED for o in outcomes)
-    if backend.name == "cuda" and not args.no_memcheck and survivors:
-        print(f"mutate: memcheck second look at {survivors} survivor(s) ...", flush=True)
-        looked_from = time.monotonic()
-        header["memcheck"] = memcheck_looks.second_look(
-            outcomes, parallel=parallel,
-            on_done=lambda o: print(f"  {o.entry.name}: {o.status.value}" + (f" ({o.killed_by['message'][:120]})" if o.killed_by else ""), flush=True))
-        header["memcheck"]["seconds"] = round(time.monotonic() - looked_from, 1)
-        if header["memcheck"].get("interrupted"):
-            header.update(interrupted=True, not_run=[])
-            finish(f"interrupted during the memcheck second look ({header['memcheck']['checked']} of {survivors} "
-                   "survivors looked at): the score is not a verdict")
-            return 130
-    reuse.save(store, plans, outcomes)  # a complete campaign whose sanity step passed
-    return 0 if finish()["passed"] else 1
+    if setup.backend.name != "cuda" or args.no_memcheck or not survivors:
+        return None
+    print(f"mutate: memcheck second look at {survivors} survivor(s) ...", flush=True)
+    looked_from = time.monotonic()
+    header["memcheck"] = memcheck_looks.second_look(
+        outcomes, parallel=setup.parallel, driver_args=_driver_args(args, setup),
+        on_done=lambda o: print(f"  {o.entry.name}: {o.status.value}" + (f" ({o.killed_by['message'][:120]})" if o.killed_by else ""), flush=True))
+    header["memcheck"]["seconds"] = round(time.monotonic() - looked_from, 1)
+    if header["memcheck"].get("interrupted"):
+        header.update(interrupted=True, not_run=[])
+        return (f"interrupted during the memcheck second look ({header['memcheck']['checked']} of {survivors} "
+                "survivors looked at): the score is not a verdict")
+    return None
+
+
+def _clean_tests(args: argparse.Namespace, setup: _Setup):
+    """--tests: the command on the unmutated library, which must pass (else exit 2 with the end
+    of its output); the scoring object that runs it against the mutants later."""
+    if args.tests is None:
+        return None
+    from harness.mutation import campaign
+    from harness.mutation.library_tests import Scoring
+
+    tests = Scoring(args.tests, cwd=os.getcwd(), jobs=args.tests_jobs or setup.parallel, sample_size=args.tests_sample,
+                    interpreter=setup.backend.is_interpreter, timeout=args.timeout,
+                    factor=campaign.TIMEOUT_FACTOR, margin=campaign.TIMEOUT_MARGIN_S)
+    print(f"mutate: the tests command on the unmutated library: {args.tests}", flush=True)
+    clean = tests.run_clean()
+    if not clean.passed:
+        tests.close()
+        print(clean.tail, file=sys.stderr)
+        why = f"it ran past {tests.clean_limit:.0f} s" if clean.timed_out else f"exit status {clean.exit_status}"
+        raise UsageError(f"--tests {args.tests!r} fails on the unmutated library ({why}; the end of its output is "
+                         "above): a command that fails without a mutant cannot score its tests")
+    print(f"mutate: it passes in {clean.seconds:.1f} s", flush=True)
+    return tests

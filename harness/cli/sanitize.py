@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cover", action="store_true",
                    help="after the N spread cases, up to N more for the parameter values (shapes, dtypes, "
                         "ignored rows...) those miss: how the campaign's memcheck second look picks cases")
+    p.add_argument("--mutate-module", action="append", default=[], metavar="MODULE",
+                   help="with --mutants: the library mutants of this module (as mutate --mutate-module registers them)")
+    p.add_argument("--carrier", default="*", metavar="GLOB", help="with --mutate-module: as mutate --carrier")
     p.add_argument("--case", metavar="CASE_ID",
                    help="run only this case (a case id from a report, e.g. a memcheck kill's) instead of --cases")
     p.add_argument("--driver", metavar="OP/KERNEL", help=argparse.SUPPRESS)  # the child's side
@@ -76,7 +79,7 @@ def pick_cases(cases: list, count: int, cover: bool = False) -> list:
 
 
 def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, ...] = (), cover: bool = False,
-            only: str | None = None) -> int:
+            only: str | None = None, library: tuple[tuple[str, ...], str] = ((), "*")) -> int:
     from harness.run import backend as backends
 
     backend = backends.select("auto")  # the parent checked for a GPU; auto lets tests drive it on the CPU
@@ -86,8 +89,8 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
     from harness.record.case_record import Phase
     from harness.run.runner import run_case
 
-    loader.load_all(plugins=plugins)
-    if mutants:
+    loader.load_all(plugins=plugins, library=library)
+    if mutants and not library[0]:
         from harness.mutation import campaign
 
         campaign.load_mutants()
@@ -122,7 +125,8 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
 
 def run(args: argparse.Namespace) -> int:
     if args.driver:
-        return _driver(args.driver, args.cases, args.mutants, tuple(args.plugin), args.cover, args.case)
+        return _driver(args.driver, args.cases, args.mutants, tuple(args.plugin), args.cover, args.case,
+                       (tuple(args.mutate_module), args.carrier))
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
     unknown = [t for t in tools if t not in TOOLS]
     if unknown or not tools:
@@ -140,11 +144,13 @@ def run(args: argparse.Namespace) -> int:
     from harness.registry.registry import REGISTRY
     from reports import environment, writer
 
-    loader.load_all(plugins=args.plugin)
+    library = (tuple(args.mutate_module), args.carrier)
+    loader.load_all(plugins=args.plugin, library=library)
     if args.mutants:
         from harness.mutation import campaign
 
-        campaign.load_mutants()
+        if not args.mutate_module:
+            campaign.load_mutants()
         entries = campaign.select(None, args.select)
     else:
         entries = REGISTRY.select(kind="kernel", pattern=args.select)  # the project's, and the plugins'
@@ -160,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
         for tool in tools:
             print(f"sanitize: {tool} on {entry.op}/{entry.name} ...", flush=True)
             r = sanitizers.run_one(sanitizer, entry.op, entry.name, tool, cases=args.cases, timeout=args.timeout,
-                             mutants=args.mutants, plugins=tuple(args.plugin), cover=args.cover, case=args.case)
+                             mutants=args.mutants, plugins=tuple(args.plugin), cover=args.cover, case=args.case,
+                             driver_args=tuple(w for m in args.mutate_module for w in ("--mutate-module", m))
+                             + (("--carrier", args.carrier) if args.mutate_module and args.carrier != "*" else ()))
             runs.append(r)
             verdict = "clean" if r["clean"] else f"FINDINGS ({r['errors']} errors)" if r["errors"] else f"FAILED: {r['problem']}"
             print(f"  {verdict}  in {r['seconds']} s", flush=True)

@@ -53,6 +53,9 @@ class Job:
     fresh: bool = False  # a worker of its own, closed after it (code the harness cannot vouch for)
     floor_first: tuple[str, ...] = ()  # floor case ids to run first (harness.run.suite; order only)
     baseline: str | None = None  # verify --baseline: the paired base entry (``base:<name>``), compared per case
+    library: tuple[str, ...] = ()  # mutate --mutate-module: the library modules whose mutants the kernel process registers
+    carrier: str = "*"  # mutate --carrier: the plugin kernels that run the library's mutants
+    fresh_kernel: bool = False  # a kernel process of its own (a library mutant: nothing compiled before its swap)
 
     @property
     def label(self) -> str:
@@ -87,6 +90,7 @@ class JobResult:
     pid: int = 0  # the worker process that ran it (a healthy worker runs many jobs)
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES of that worker (None: not on CUDA)
     current: str | None = None  # interrupted: the case the job was running
+    incompetent: str | None = None  # the judge's word that the job's mutant does not compile (harness.mutation.mutagen)
 
     def __post_init__(self) -> None:
         self.status = JobStatus(self.status)
@@ -186,6 +190,7 @@ class _Worker:
         self.begun = False  # the worker read the job (a worker that dies before has not run it)
         self.ended: JobStatus | None = None  # the judge says the kernel process crashed or hung (its KernelEnd)
         self.error: str | None = None
+        self.incompetent: str | None = None
         self.forged: list[str] = []  # lines that failed authentication
         self.started = time.monotonic()
         self.log_start = self.log.stat().st_size if self.log.exists() else 0
@@ -243,6 +248,7 @@ class _Worker:
                 self.done = True
                 ended = event.get("ended")
                 self.ended, self.error = JobStatus(ended) if ended else None, event.get("error")
+                self.incompetent = event.get("incompetent")
         return bool(complete)
 
     def release(self) -> None:
@@ -333,8 +339,8 @@ def _forgeries(run: _Worker) -> None:
 
 
 def _key(job: Job) -> tuple:
-    """Jobs with one key can share a worker: the same backend, plugins and extra modules."""
-    return (job.backend, job.plugins, job.extra_modules)
+    """Jobs with one key can share a worker: the same backend, plugins, extra modules and library."""
+    return (job.backend, job.plugins, job.extra_modules, job.library, job.carrier)
 
 
 def _next_job(pending: list[tuple[int, Job]], skip: Callable[[Job], bool | None] | None,
@@ -440,7 +446,7 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
                     _forgeries(run)
                     job, index = run.job, run.index
                     results[index] = JobResult(job, status, run.records, run.cases_run, round(elapsed, 3), run.log_tail(), run.proc.pid,
-                                               run.gpu)
+                                               run.gpu, incompetent=run.incompetent if run.done else None)
                     run.release()
                     if status is not JobStatus.OK:
                         run.kill()  # already dead, or hung: nothing of it is reused

@@ -17,7 +17,8 @@ any a kernel appends to the file.
 It acknowledges each job (``begin``); after each job it checks its own device and the kernel
 process's (a sticky CUDA error) and says so in the job's ``done`` (``retire``: why the next
 job needs a fresh worker; ``ended``: "crashed" or "timeout" if the kernel process died or
-hung during the job). It exits when stdin ends.
+hung during the job; ``incompetent``: why the job's mutant cannot compile, when the kernel
+process said so with a reply). It exits when stdin ends.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ def _base_host(job: dict, process):
 
     if getattr(process, "base", None) is None:
         process.base = KernelProcess(plugins=process.plugins, extra_modules=process.extra_modules,
-                                     backend=process.backend, settings=process.settings)
+                                     library=process.library, backend=process.backend, settings=process.settings)
     process.base.begin_job()
     process.base.bind(job["op"], job["baseline"])
     return ProcessHost(process.base)
@@ -146,7 +147,7 @@ def _one_job(job: dict, index: int, out: _Out, be, process) -> str | None:
     """Run one job and write its ``done``; the reason to retire this worker, if any."""
     from harness.run.kernel_host import KernelEnd, KernelLost
 
-    process.begin_job()
+    process.begin_job(fresh=bool(job.get("fresh_kernel")))
     error = None
     try:
         run_job(job, index, out, be, process)
@@ -155,7 +156,8 @@ def _one_job(job: dict, index: int, out: _Out, be, process) -> str | None:
     problem = health(be) or _kernel_health(process)
     if process.ended and not problem:
         problem = f"the kernel process {'hung' if process.ended is KernelEnd.TIMEOUT else 'was lost'} during the job"
-    out.emit("done", job=index, retire=problem, ended=process.ended or (KernelEnd.CRASHED if error else None), error=error)
+    out.emit("done", job=index, retire=problem, ended=process.ended or (KernelEnd.CRASHED if error else None), error=error,
+             incompetent=process.incompetent)
     return problem
 
 
@@ -182,7 +184,8 @@ def serve() -> int:
             message = json.loads(line)
             index, job = message["index"], message["job"]
             out.emit("begin", job=index)  # the parent knows the job reached a live worker
-            key = (tuple(job["plugins"]), tuple(job.get("extra_modules", ())))
+            key = (tuple(job["plugins"]), tuple(job.get("extra_modules", ())), tuple(job.get("library", ())),
+                   job.get("carrier", "*"))
             if be is None:
                 be, process = _set_up(key, job)
                 loaded = key
@@ -222,7 +225,8 @@ def _set_up(key: tuple, job: dict):
     be = backends.current()
     _hide_memory(be)
     load_builtin_ops()  # op specs only: user code is the kernel process's
-    process = KernelProcess(plugins=key[0], extra_modules=key[1], backend=be.name, settings=current())
+    process = KernelProcess(plugins=key[0], extra_modules=key[1], library=(key[2], key[3]), backend=be.name,
+                            settings=current())
     return be, process
 
 

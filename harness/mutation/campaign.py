@@ -11,18 +11,17 @@ CUDA-poisoned one is replaced (harness.execution.jobs). Outcomes are one Enum; `
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-import os
-import tempfile
 import time
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from harness.cases.case import Case, repro_command
 from harness.settings import PROJECT_ROOT
-from harness.mutation import mutagen
 from harness.execution.jobs import Event, Job, JobResult, run_jobs
-from harness.mutation.outcome import Outcome, Status
+from harness.mutation.outcome import SANITY_PREFIX, Outcome, Status
 from harness.registry import discovery
 from harness.registry.registry import REGISTRY, KernelEntry
 
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
     from harness.mutation.memcheck_looks import FirstLooks
 
 EQUIVALENT_FILE = PROJECT_ROOT / discovery.MUTANTS.replace(".", "/") / "equivalent.toml"
-SANITY_PREFIX = "sanity.forced_failure."
 TIMEOUT_FACTOR = 5.0
 TIMEOUT_MARGIN_S = 60.0
 PROVISIONAL_TIMEOUT_S = 1800.0  # a mutant's limit until its op's clean run has finished
@@ -46,6 +44,27 @@ class Sanity:
     timeouts: dict[str, float] = dataclasses.field(default_factory=dict)  # op -> per-mutant limit used
     interrupted: bool = False  # the campaign was stopped before every job ended
     not_run: list[str] = dataclasses.field(default_factory=list)  # mutants left unfinished by the interruption
+
+
+@dataclasses.dataclass(frozen=True)
+class JobSettings:
+    """What every job of one campaign shares. ``library``/``carrier``: a library campaign
+    (harness.mutation.library): the modules whose mutants the kernel processes register, and
+    the plugin kernels that run them."""
+
+    backend: str
+    seed: int
+    max_examples: int
+    plugins: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    case: str | None = None
+    library: tuple[str, ...] = ()
+    carrier: str = "*"
+
+    def job(self, op: str, kernel: str, *, timeout: float) -> Job:
+        return Job(op=op, kernel=kernel, backend=self.backend, seed=self.seed, max_examples=self.max_examples,
+                   plugins=tuple(self.plugins), case=self.case, stop_at_first_failure=True, timeout=timeout,
+                   extra_modules=tuple(self.modules), library=tuple(self.library), carrier=self.carrier)
 
 
 def mutant_modules() -> tuple[str, ...]:
@@ -90,34 +109,36 @@ def _first_failure(result: JobResult) -> dict | None:
     return {"check": failed.check, "case_id": failed.case_id, "repro": failed.repro, "message": (failed.message or "")[:500]}
 
 
-def classify(entry: KernelEntry, result: JobResult, markers: Path) -> Outcome:
-    incompetent = mutagen.read_marker(markers, entry.name)
-    outcome = _classify(entry, result, incompetent)
+def mutant_repro(case_id: str, job: Job) -> str:
+    """The command that re-runs this mutant on this case: ``mutate`` (``verify`` never runs
+    mutants), with the library options of a library campaign."""
+    options = [word for module in job.library for word in ("--mutate-module", module)]
+    if job.library and job.carrier != "*":
+        options += ["--carrier", job.carrier]
+    return repro_command(Case.parse(case_id), kernel=job.kernel, backend=job.backend, plugins=job.plugins,
+                         command="mutate", options=options)
+
+
+def classify(entry: KernelEntry, result: JobResult) -> Outcome:
+    """A finished mutant job's Outcome; incompetence is the judge's word in the job's events."""
+    outcome = _classify(entry, result)
     outcome.gpu = result.gpu
     return outcome
 
 
-def _classify(entry: KernelEntry, result: JobResult, incompetent: str | None) -> Outcome:
+def _classify(entry: KernelEntry, result: JobResult) -> Outcome:
     killed_by = _first_failure(result)
-    if incompetent:
-        return Outcome(entry, Status.INCOMPETENT, None, result.seconds, incompetent)
+    if result.incompetent:
+        return Outcome(entry, Status.INCOMPETENT, None, result.seconds, result.incompetent)
     if result.status == "timeout":
         return Outcome(entry, Status.TIMEOUT, killed_by, result.seconds, killed_by["message"] if killed_by else "")
     if result.status == "crashed":
         return Outcome(entry, Status.CRASHED, killed_by, result.seconds, killed_by["message"] if killed_by else "")
     if killed_by:
         if killed_by.get("repro"):
-            killed_by["repro"] = killed_by["repro"].replace(" verify ", " mutate ", 1)
+            killed_by["repro"] = mutant_repro(killed_by["case_id"], result.job)
         return Outcome(entry, Status.KILLED, killed_by, result.seconds)
     return Outcome(entry, Status.SURVIVED, None, result.seconds)
-
-
-def _job(entry_op: str, name: str, *, backend: str, seed: int, max_examples: int, plugins, timeout: float, modules,
-         case: str | None) -> Job:
-    return Job(
-        op=entry_op, kernel=name, backend=backend, seed=seed, max_examples=max_examples, plugins=tuple(plugins),
-        case=case, stop_at_first_failure=True, timeout=timeout, extra_modules=tuple(modules),
-    )
 
 
 def is_marked(entry: KernelEntry, equivalent: dict[str, dict], backend: str | None = None) -> bool:
@@ -134,23 +155,34 @@ def clean_shards(parallel: int, n_ops: int) -> int:
     return max(1, min(4, parallel // (2 * max(1, n_ops))))
 
 
-def sanity_jobs(ops: list[str], *, shards: int = 1, **job_kw) -> tuple[list[Job], str | None]:
-    """The clean run of every project kernel of ``ops`` (split into ``shards`` jobs, which
+def clean_kernels(ops: list[str], library: bool) -> list[KernelEntry]:
+    """The unmutated kernels of the sanity step: the project's kernels of ``ops``, or in a
+    library campaign the plugin kernels that carry its mutants (each has a forced failure)."""
+    if library:
+        forced = {e.name.removeprefix(SANITY_PREFIX) for e in REGISTRY.select(kind="mutant", pattern=SANITY_PREFIX + "*")}
+        return [e for e in REGISTRY.select(kind="kernel") if e.origin == "plugin" and e.op in ops and e.name in forced]
+    return [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and e.op in ops]
+
+
+def sanity_jobs(ops: list[str], settings: JobSettings, *, shards: int = 1) -> tuple[list[Job], str | None]:
+    """The clean run of every clean kernel of ``ops`` (split into ``shards`` jobs, which
     together run the suite's whole case set: harness.run.suite) and the forced failure of each."""
-    clean = [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and e.op in ops]
-    forced = [e for e in REGISTRY.select(kind="mutant", pattern=SANITY_PREFIX + "*") if e.op in ops]
+    clean = clean_kernels(ops, bool(settings.library))
+    names = {SANITY_PREFIX + e.name for e in clean}
+    forced = [e for e in REGISTRY.select(kind="mutant", pattern=SANITY_PREFIX + "*") if e.op in ops and e.name in names]
     missing = sorted(set(ops) - {e.op for e in clean})
     if missing:
-        return [], f"op(s) {', '.join(missing)} have no project kernel (kernels/<op>.py) to mutate"
-    kw = dict(job_kw, timeout=SANITY_TIMEOUT_S)
-    shards = 1 if job_kw.get("case") else shards
+        where = "no --plugin kernel that carries the library's mutants" if settings.library else \
+            "no project kernel (kernels/<op>.py) to mutate"
+        return [], f"op(s) {', '.join(missing)} have {where}"
+    shards = 1 if settings.case else shards
     clean_jobs = []
     for e in clean:
         for i in range(shards):
-            job = _job(e.op, e.name, **kw)
+            job = settings.job(e.op, e.name, timeout=SANITY_TIMEOUT_S)
             job.shard, job.shards = i, shards
             clean_jobs.append(job)
-    return clean_jobs + [_job(e.op, e.name, **kw) for e in forced], None
+    return clean_jobs + [settings.job(e.op, e.name, timeout=SANITY_TIMEOUT_S) for e in forced], None
 
 
 def judge_sanity(jobs: list[Job], results: list[JobResult]) -> Sanity:
@@ -161,14 +193,9 @@ def judge_sanity(jobs: list[Job], results: list[JobResult]) -> Sanity:
         details.append({"op": job.op, "kernel": job.kernel, "role": "forced_failure" if is_forced else "clean",
                         "status": result.status, "passed": result.passed, "cases": result.cases_run,
                         "seconds": result.seconds, "first_failure": failure})
-        if result.status == "interrupted":
-            problems.append(f"the {'forced failure' if is_forced else 'clean run'} {job.op}/{job.kernel} was interrupted before it ended")
-        elif is_forced and result.passed:
-            problems.append(f"the forced failure {job.kernel} passed every case: the properties of {job.op!r} detect nothing")
-        elif not is_forced and not result.passed:
-            where = f"{failure['check']} on {failure['case_id']}" if failure else result.status
-            repro = f" (repro: {failure['repro']})" if failure and failure.get("repro") else ""
-            problems.append(f"the unmutated kernel {job.op}/{job.kernel} fails its own suite: {where}{repro}; fix it (make verify) before scoring mutants")
+        problem = _sanity_problem(job, result, failure, is_forced)
+        if problem:
+            problems.append(problem)
         if not is_forced:
             seconds[job.op] = max(seconds.get(job.op, 0.0), result.seconds)
     if problems:
@@ -176,14 +203,96 @@ def judge_sanity(jobs: list[Job], results: list[JobResult]) -> Sanity:
     return Sanity(True, "clean kernels pass, forced failures fail", seconds, details)
 
 
+def _sanity_problem(job: Job, result: JobResult, failure: dict | None, is_forced: bool) -> str | None:
+    if result.status == "interrupted":
+        return f"the {'forced failure' if is_forced else 'clean run'} {job.op}/{job.kernel} was interrupted before it ended"
+    if is_forced and result.passed:
+        return f"the forced failure {job.kernel} passed every case: the properties of {job.op!r} detect nothing"
+    if not is_forced and not result.passed:
+        where = f"{failure['check']} on {failure['case_id']}" if failure else result.status
+        repro = f" (repro: {failure['repro']})" if failure and failure.get("repro") else ""
+        return f"the unmutated kernel {job.op}/{job.kernel} fails its own suite: {where}{repro}; fix it (make verify) before scoring mutants"
+    return None
+
+
 def sanity(ops: list[str], *, backend: str, seed: int, max_examples: int, plugins, parallel: int, modules,
            case: str | None = None, on_event: Callable[[Event], None] | None = None) -> Sanity:
     """The clean kernels must pass; the forced failure of each must fail (run on their own)."""
-    jobs, problem = sanity_jobs(ops, backend=backend, seed=seed, max_examples=max_examples, plugins=plugins,
-                                modules=modules, case=case)
+    settings = JobSettings(backend, seed, max_examples, tuple(plugins), tuple(modules), case)
+    jobs, problem = sanity_jobs(ops, settings)
     if problem:
         return Sanity(False, problem, {}, [])
     return judge_sanity(jobs, run_jobs(jobs, parallel=parallel, on_event=on_event))
+
+
+class _Pool:
+    """The state of one campaign's pool of jobs: which jobs are the sanity step and whether it
+    has failed (then the mutants not yet started are skipped: their results would be
+    discarded), the mutants' limits (lowered once their op's clean run ends, as the pool reads
+    ``Job.timeout`` while it polls) and the kills of the memcheck first looks."""
+
+    def __init__(self, checks: list[Job], mutant_jobs: list[Job], *, timeout: float | None,
+                 first_looks: FirstLooks | None, on_event: Callable[[Event], None] | None):
+        self.checks, self.mutant_jobs = checks, mutant_jobs
+        self.sanity_ids = {id(j) for j in checks}
+        self.clean_ids = {id(j) for j in checks if not j.kernel.startswith(SANITY_PREFIX)}
+        self.clean_left = collections.Counter(j.op for j in checks if id(j) in self.clean_ids)
+        self.fixed_timeout, self.first_looks, self.forward = timeout, first_looks, on_event
+        self.sanity_failed = False  # set as soon as a clean run fails or a forced failure passes
+        self.looked: dict[str, Outcome] = {}  # mutant -> the kill its first look found
+        self.started = time.monotonic()
+
+    def run(self, *, parallel: int, reuse: bool) -> list[JobResult]:
+        results: list[JobResult] | None = None
+        try:
+            results = run_jobs(self.checks + self.mutant_jobs, parallel=parallel, on_event=self.on_event, reuse=reuse,
+                               skip=self.skip)
+        finally:
+            if self.first_looks is not None:  # after an interruption, the sanitizer runs still going are killed
+                self.first_looks.close(interrupted=results is None or any(r.status == "interrupted" for r in results))
+        return results
+
+    def skip(self, job: Job) -> bool | None:
+        """True: do not run it; None: not decided yet (its first look is still running)."""
+        if id(job) in self.sanity_ids:
+            return False
+        return True if self.sanity_failed else self._killed_by_look(job)
+
+    def _killed_by_look(self, job: Job) -> bool | None:
+        if self.first_looks is None or job.kernel not in self.first_looks:
+            return False
+        if not self.first_looks.done(job.kernel):
+            return None
+        found = self.first_looks.outcome(job.kernel)
+        if found is not None:
+            self.looked[job.kernel] = found
+        return found is not None
+
+    def on_event(self, event: Event) -> None:
+        if event.kind == "done" and id(event.job) in self.sanity_ids:
+            self._sanity_job_done(event)
+        if self.forward is None:
+            return
+        if event.kind == "skipped":
+            why = "killed by its memcheck first look" if event.job.kernel in self.looked else "the sanity step failed"
+            event = dataclasses.replace(event, current=why)
+        self.forward(event)
+
+    def _sanity_job_done(self, event: Event) -> None:
+        is_clean = id(event.job) in self.clean_ids
+        if (event.failed > 0) == is_clean:
+            self.sanity_failed = True
+        if is_clean:
+            self.clean_left[event.job.op] -= 1
+            if not self.clean_left[event.job.op] and self.fixed_timeout is None:
+                self._lower_limits(event.job.op)
+
+    def _lower_limits(self, op: str) -> None:
+        # the clean jobs start first, so the time since the start bounds their run from above
+        limit = TIMEOUT_FACTOR * (time.monotonic() - self.started) + TIMEOUT_MARGIN_S
+        for job in self.mutant_jobs:
+            if job.op == op:
+                job.timeout = limit
 
 
 def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_examples: int, plugins, parallel: int,
@@ -192,14 +301,14 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
                  hints: dict[str, tuple[str, ...]] | None = None,
                  first_looks: FirstLooks | None = None, ops: list[str] | None = None,
                  saved: dict[str, Outcome] | None = None,
-                 saved_sanity: Sanity | None = None) -> tuple[Sanity, list[Outcome]]:
+                 saved_sanity: Sanity | None = None, library: tuple[str, ...] = (),
+                 carrier: str = "*") -> tuple[Sanity, list[Outcome]]:
     """Sanity and mutants in one pool: the clean run goes first and mutants fill the other slots.
 
     Each mutant's limit is ``timeout`` if given, else TIMEOUT_FACTOR x its op's clean run + margin;
     until the clean run ends, mutants already running carry a provisional limit, lowered to the
-    derived one as soon as the clean run finishes (the pool reads ``Job.timeout`` while it
-    polls). If the sanity step fails, the mutants' results are discarded, and the mutants not
-    yet started when it fails are not run.
+    derived one as soon as the clean run finishes. If the sanity step fails, the mutants'
+    results are discarded, and the mutants not yet started when it fails are not run.
 
     Mutants with a ``first_looks`` entry (memcheck on the case that killed them last time,
     already running beside the pool: harness.mutation.memcheck_looks) are queued last; when one's turn
@@ -211,95 +320,22 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
 
     ``saved``: outcomes reused from an earlier campaign (harness.incremental), not run again;
     ``saved_sanity``: a passed sanity step reused the same way (its clean runs' times set the
-    mutants' limits).
+    mutants' limits). ``library``, ``carrier``: a library campaign (harness.mutation.library).
     """
     ops = sorted(ops if ops is not None else {e.op for e in entries})
-    kw = dict(backend=backend, seed=seed, max_examples=max_examples, plugins=plugins, modules=modules, case=case)
-    checks, problem = sanity_jobs(ops, shards=clean_shards(parallel, len(ops)), **kw)
+    settings = JobSettings(backend, seed, max_examples, tuple(plugins), tuple(modules), case, tuple(library), carrier)
+    checks, problem = sanity_jobs(ops, settings, shards=clean_shards(parallel, len(ops)))
     if problem:
         return Sanity(False, problem, {}, []), []
     if saved_sanity is not None:
         checks = []
-    outcomes: dict[str, Outcome] = {}
-    to_run = []
-    for e in entries:
-        if is_marked(e, equivalent, backend):
-            outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, equivalent[e.name]["reason"].strip())
-        elif saved and e.name in saved:
-            outcomes[e.name] = saved[e.name]
-        else:
-            to_run.append(e)
+    outcomes, to_run = _decided_without_running(entries, equivalent, backend, saved)
     if first_looks is not None:  # by the time the pool reaches these, their looks have mostly ended
         to_run.sort(key=lambda e: e.name in first_looks)
-    looked: dict[str, Outcome] = {}
-
-    def killed_by_look(job: Job) -> bool | None:
-        """True: its first look killed it; None: the look is still running (the pool waits)."""
-        if first_looks is None or job.kernel not in first_looks:
-            return False
-        if not first_looks.done(job.kernel):
-            return None
-        found = first_looks.outcome(job.kernel)
-        if found is not None:
-            looked[job.kernel] = found
-        return found is not None
-
-    mutant_jobs = [_job(e.op, e.name, timeout=timeout or _limit(e.op, saved_sanity), **kw) for e in to_run]
-    for e, job in zip(to_run, mutant_jobs):
-        # a plugin's mutant is outside code that may patch global state: it gets a worker of its
-        # own; the project's mutants are copies of a module, executed apart, and share workers
-        job.fresh = e.origin == "plugin"
-        job.floor_first = hints.get(e.name, hints.get("*", ())) if hints else ()
-    clean_jobs = {id(j): j for j in checks if not j.kernel.startswith(SANITY_PREFIX)}
-    sanity_ids = {id(j) for j in checks}
-    clean_left = {op: sum(j.op == op for j in clean_jobs.values()) for op in ops}
-    started = time.monotonic()
-    sanity_failed = []  # set as soon as a clean run fails or a forced failure passes
-
-    def events(event: Event) -> None:
-        if event.kind == "done" and id(event.job) in sanity_ids and not sanity_failed:
-            if (event.failed > 0) == (id(event.job) in clean_jobs):
-                sanity_failed.append(event.job.kernel)
-        if event.kind == "done" and id(event.job) in clean_jobs:
-            clean_left[event.job.op] -= 1
-        if event.kind == "done" and id(event.job) in clean_jobs and timeout is None and not clean_left[event.job.op]:
-            # the clean jobs start first, so the time since the start bounds their run from above
-            limit = TIMEOUT_FACTOR * (time.monotonic() - started) + TIMEOUT_MARGIN_S
-            for job in mutant_jobs:
-                if job.op == event.job.op:
-                    job.timeout = limit
-        if on_event and event.kind == "skipped":
-            why = "killed by its memcheck first look" if event.job.kernel in looked else "the sanity step failed"
-            event = dataclasses.replace(event, current=why)
-        if on_event:
-            on_event(event)
-
-    with tempfile.TemporaryDirectory(prefix="harness-markers-") as markers:
-        previous = os.environ.get(mutagen.MARKERS_ENV)
-        os.environ[mutagen.MARKERS_ENV] = markers
-        try:
-            # once the sanity step has failed the mutants' results would be discarded: the ones
-            # not yet started are skipped, so a broken kernel is reported in seconds, not minutes
-            results: list[JobResult] | None = None
-            results = run_jobs(checks + mutant_jobs, parallel=parallel, on_event=events, reuse=reuse,
-                               skip=lambda job: id(job) not in sanity_ids and (True if sanity_failed else killed_by_look(job)))
-            not_run = []
-            for e, r in zip(to_run, results[len(checks):]):
-                if r.status == "skipped":
-                    if e.name in looked:
-                        outcomes[e.name] = looked[e.name]
-                    continue
-                if r.status == "interrupted":
-                    not_run.append(e.name)
-                else:
-                    outcomes[e.name] = classify(e, r, Path(markers))
-        finally:
-            if first_looks is not None:  # after an interruption, the sanitizer runs still going are killed
-                first_looks.close(interrupted=results is None or any(r.status == "interrupted" for r in results))
-            if previous is None:
-                os.environ.pop(mutagen.MARKERS_ENV, None)
-            else:
-                os.environ[mutagen.MARKERS_ENV] = previous
+    mutant_jobs = [_mutant_job(e, settings, timeout or _limit(e.op, saved_sanity), hints) for e in to_run]
+    pool = _Pool(checks, mutant_jobs, timeout=timeout, first_looks=first_looks, on_event=on_event)
+    results = pool.run(parallel=parallel, reuse=reuse)
+    not_run = _collect(to_run, results[len(checks):], pool.looked, outcomes)
     verdict = dataclasses.replace(saved_sanity) if saved_sanity is not None else judge_sanity(checks, results[: len(checks)])
     verdict.timeouts = {j.op: round(j.timeout, 1) for j in mutant_jobs}
     verdict.interrupted = any(r.status == "interrupted" for r in results)
@@ -309,6 +345,48 @@ def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_exa
     if not verdict.passed:
         return verdict, []
     return verdict, [outcomes[e.name] for e in entries]
+
+
+def _decided_without_running(entries: list[KernelEntry], equivalent: dict[str, dict], backend: str,
+                             saved: dict[str, Outcome] | None) -> tuple[dict[str, Outcome], list[KernelEntry]]:
+    """The outcomes known before the pool starts (marked equivalent, reused), and the mutants to run."""
+    outcomes: dict[str, Outcome] = {}
+    to_run = []
+    for e in entries:
+        if is_marked(e, equivalent, backend):
+            outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, equivalent[e.name]["reason"].strip())
+        elif saved and e.name in saved:
+            outcomes[e.name] = saved[e.name]
+        else:
+            to_run.append(e)
+    return outcomes, to_run
+
+
+def _mutant_job(entry: KernelEntry, settings: JobSettings, timeout: float, hints: dict | None) -> Job:
+    job = settings.job(entry.op, entry.name, timeout=timeout)
+    # a plugin's mutant is outside code that may patch global state: it gets a worker of its
+    # own; the project's mutants are copies of a module, executed apart, and share workers; a
+    # library mutant is swapped into the library's modules: a kernel process of its own, so
+    # that no code compiled before the swap (the clean run's) is reused
+    job.fresh = entry.origin == "plugin"
+    job.fresh_kernel = entry.origin == "library"
+    job.floor_first = hints.get(entry.name, hints.get("*", ())) if hints else ()
+    return job
+
+
+def _collect(to_run: list[KernelEntry], results: list[JobResult], looked: dict[str, Outcome],
+             outcomes: dict[str, Outcome]) -> list[str]:
+    """Put each finished mutant's outcome in ``outcomes``; return the names left unfinished."""
+    not_run = []
+    for e, r in zip(to_run, results):
+        if r.status == "skipped":
+            if e.name in looked:
+                outcomes[e.name] = looked[e.name]
+        elif r.status == "interrupted":
+            not_run.append(e.name)
+        else:
+            outcomes[e.name] = classify(e, r)
+    return not_run
 
 
 def _limit(op: str, saved_sanity: Sanity | None) -> float:

@@ -16,6 +16,7 @@ nobody reads, changes no output on a GPU, so the properties pass; the interprete
 
 from __future__ import annotations
 
+import shlex
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
@@ -28,11 +29,12 @@ MEMCHECK_CASES = 8
 MEMCHECK_TIMEOUT_S = 300.0
 
 
-def _killed_by(name: str, r: dict, repro_args: str) -> dict:
+def _killed_by(name: str, r: dict, repro_args: str, driver_args: tuple[str, ...] = ()) -> dict:
+    more = "".join(f" {shlex.quote(a)}" for a in driver_args)
     return {
         "check": "memcheck",
         "case_id": r["first_finding_case"] or "(memcheck run)",
-        "repro": f"python -m harness sanitize --mutants --select '{name}' --tools memcheck {repro_args}",
+        "repro": f"python -m harness sanitize --mutants --select '{name}' --tools memcheck {repro_args}{more}",
         "message": "; ".join(r["findings"][:3]) or f"{r['errors']} memcheck errors",
     }
 
@@ -43,11 +45,14 @@ def memcheck_kills(outcomes: list[Outcome]) -> dict[str, str]:
             if o.status.detected and o.killed_by and o.killed_by["check"] == "memcheck" and ":" in o.killed_by["case_id"]}
 
 
-def second_look(outcomes: list[Outcome], *, parallel: int, on_done: Callable[[Outcome], None] | None = None) -> dict:
+def second_look(outcomes: list[Outcome], *, parallel: int, on_done: Callable[[Outcome], None] | None = None,
+                driver_args: tuple[str, ...] = ()) -> dict:
     """Each survivor under memcheck: MEMCHECK_CASES spread over the floor, then more for the
     shapes and parameter values those miss (an edge such as V = 1 with every row ignored is
     where a masked-out read past the end shows). Turns survivors with findings into kills by
-    ``memcheck``, with the case and a repro; returns what was done, for the report."""
+    ``memcheck``, with the case and a repro; returns what was done, for the report.
+    ``driver_args``: what the driver needs to find the mutants (a library campaign's plugins
+    and modules)."""
     survivors = [o for o in outcomes if o.status is Status.SURVIVED]
     sanitizer = sanitizers.available()
     if not survivors or sanitizer is None:
@@ -59,7 +64,8 @@ def second_look(outcomes: list[Outcome], *, parallel: int, on_done: Callable[[Ou
 
     def look(o: Outcome) -> dict:
         return sanitizers.run_one(sanitizer, o.entry.op, o.entry.name, "memcheck", cases=MEMCHECK_CASES,
-                                  timeout=MEMCHECK_TIMEOUT_S, mutants=True, running=running, cover=True)
+                                  timeout=MEMCHECK_TIMEOUT_S, mutants=True, running=running, cover=True,
+                                  driver_args=driver_args)
 
     killed, looked = 0, 0
     pool = ThreadPoolExecutor(max(1, parallel))
@@ -70,7 +76,7 @@ def second_look(outcomes: list[Outcome], *, parallel: int, on_done: Callable[[Ou
             if r["errors"]:
                 killed += 1
                 o.status = Status.KILLED
-                o.killed_by = _killed_by(o.entry.name, r, "--cover")
+                o.killed_by = _killed_by(o.entry.name, r, "--cover", driver_args)
             else:
                 o.note = f"memcheck second look: {'clean' if r['clean'] else r['problem']}"
             if on_done:
@@ -94,7 +100,9 @@ class FirstLooks:
     or failed (the mutant then takes the usual path). ``close`` ends the looks: on an
     interruption it kills the sanitizer processes still running."""
 
-    def __init__(self, cases: list[tuple[KernelEntry, str]], *, parallel: int, sanitizer: str):
+    def __init__(self, cases: list[tuple[KernelEntry, str]], *, parallel: int, sanitizer: str,
+                 driver_args: tuple[str, ...] = ()):
+        self.driver_args = driver_args
         self.entries = {e.name: e for e, _ in cases}
         self.cases = {e.name: case for e, case in cases}
         self.running: list = []
@@ -103,7 +111,8 @@ class FirstLooks:
         self.pool = ThreadPoolExecutor(max(1, min(parallel, len(cases))))
         self.futures: dict[str, Future] = {
             e.name: self.pool.submit(sanitizers.run_one, sanitizer, e.op, e.name, "memcheck", cases=1, case=case,
-                                     timeout=MEMCHECK_TIMEOUT_S, mutants=True, running=self.running)
+                                     timeout=MEMCHECK_TIMEOUT_S, mutants=True, running=self.running,
+                                     driver_args=driver_args)
             for e, case in cases
         }
         for future in self.futures.values():
@@ -126,7 +135,7 @@ class FirstLooks:
             return None
         if not r["errors"]:
             return None
-        return Outcome(self.entries[name], Status.KILLED, _killed_by(name, r, f"--case '{self.cases[name]}'"),
+        return Outcome(self.entries[name], Status.KILLED, _killed_by(name, r, f"--case '{self.cases[name]}'", self.driver_args),
                        r["seconds"], "memcheck first look: the case that killed it in the last campaign")
 
     def close(self, *, interrupted: bool = False) -> None:

@@ -14,8 +14,10 @@ mutant. Two sources of changes share this machinery:
 
 Every launch of a mutant module's jit functions is guarded: an exception Triton raises
 while compiling (``CompilationError``; in the interpreter, a front-end error wrapped in
-``InterpreterError``) marks the mutant *incompetent* (a file in the directory named by
-``HARNESS_MUTATION_MARKERS``) before the exception reaches the runner.
+``InterpreterError``) marks the mutant *incompetent* (``SourceMutant.incompetent``) before the
+exception reaches the runner. The kernel process sends that reason with the call's reply, and
+the judge puts it in the job's ``done`` event (harness.execution.worker): it travels in the
+worker's authenticated event stream like everything else the worker learns.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import difflib
 import hashlib
 import importlib
 import inspect
-import json
 import linecache
 import os
 import sys
@@ -41,7 +42,6 @@ from harness.errors import HarnessError, RegistryError
 from harness.registry import discovery
 from harness.registry.registry import REGISTRY, KernelEntry, load_project_kernels, register_mutant
 
-MARKERS_ENV = "HARNESS_MUTATION_MARKERS"
 ROOT = PROJECT_ROOT
 
 
@@ -49,12 +49,19 @@ ROOT = PROJECT_ROOT
 
 
 class SourceMutant:
-    """A callable that builds its mutated module on first use and calls the captured kernel."""
+    """A callable that builds its mutated module on first use and calls the captured kernel.
+
+    ``incompetent``: why the mutant cannot be a kernel at all (its module does not build, or
+    Triton refuses to compile it), once a build or a launch has shown it; None until then."""
 
     def __init__(self, module: str, kernel: str, name: str, source: Callable[[], str]):
         self.module, self.kernel, self.name = module, kernel, name
         self._source = source
         self._fn: Callable[..., Any] | None = None
+        self.incompetent: str | None = None
+
+    def mark_incompetent(self, why: str) -> None:
+        self.incompetent = self.incompetent or why
 
     def __repr__(self) -> str:
         return f"<mutant {self.name} of {self.module}.{self.kernel}>"
@@ -62,9 +69,9 @@ class SourceMutant:
     def build(self) -> Callable[..., Any]:
         if self._fn is None:
             try:
-                self._fn = build_module(self.module, self._source(), self.kernel, self.name)
+                self._fn = build_module(self.module, self._source(), self.kernel, self.name, self.mark_incompetent)
             except (SyntaxError, RegistryError) as exc:  # unparseable, or registers nothing to run
-                mark_incompetent(self.name, f"the mutated module does not build: {type(exc).__name__}: {exc}")
+                self.mark_incompetent(f"the mutated module does not build: {type(exc).__name__}: {exc}")
                 raise
         return self._fn
 
@@ -72,8 +79,10 @@ class SourceMutant:
         return self.build()(*args, **kwargs)
 
 
-def build_module(module_name: str, source: str, kernel: str, mutant: str) -> Callable[..., Any]:
-    """Execute ``source`` as a copy of ``module_name``; return the callable it registers as ``kernel``."""
+def build_module(module_name: str, source: str, kernel: str, mutant: str,
+                 on_incompetent: Callable[[str], None] | None = None) -> Callable[..., Any]:
+    """Execute ``source`` as a copy of ``module_name``; return the callable it registers as
+    ``kernel``. A launch of its jit functions that Triton refuses calls ``on_incompetent``."""
     digest = hashlib.sha1(source.encode()).hexdigest()[:10]
     filename = f"<mutant {mutant} of {module_name} {digest}>"
     lines = source.splitlines(keepends=True)
@@ -88,8 +97,8 @@ def build_module(module_name: str, source: str, kernel: str, mutant: str) -> Cal
     with REGISTRY.capturing() as captured:
         exec(code, mod.__dict__)
     for value in list(mod.__dict__.values()):
-        if _is_jit(value):
-            _guard_launches(value, mutant)
+        if on_incompetent is not None and is_jit(value):
+            guard_launches(value, on_incompetent)
     found = [e for e in captured if e.name == kernel]
     if not found:
         names = ", ".join(e.name for e in captured) or "none"
@@ -97,7 +106,7 @@ def build_module(module_name: str, source: str, kernel: str, mutant: str) -> Cal
     return found[0].fn
 
 
-def _is_jit(value: Any) -> bool:
+def is_jit(value: Any) -> bool:
     try:
         from triton.runtime.jit import KernelInterface
     except ImportError:  # no triton: nothing to guard
@@ -105,7 +114,9 @@ def _is_jit(value: Any) -> bool:
     return isinstance(value, KernelInterface) and callable(getattr(value, "run", None))
 
 
-def _guard_launches(jitfn: Any, mutant: str) -> None:
+def guard_launches(jitfn: Any, on_incompetent: Callable[[str], None]) -> None:
+    """Wrap ``jitfn.run``: an exception that means "does not compile" is reported before it
+    propagates (the kernel's wrapper may catch it; the mutant is incompetent all the same)."""
     original = jitfn.run
 
     def run(*args, **kwargs):
@@ -114,7 +125,7 @@ def _guard_launches(jitfn: Any, mutant: str) -> None:
         except Exception as exc:
             why = incompetence(exc)
             if why:
-                mark_incompetent(mutant, why)
+                on_incompetent(why)
             raise
 
     jitfn.run = run
@@ -140,26 +151,6 @@ def incompetence(exc: BaseException) -> str | None:
         if frames and f"{os.sep}triton{os.sep}" in frames[-1].filename:
             return f"{type(exc.__cause__).__name__}: {str(exc.__cause__)[:300]}"
     return None
-
-
-def mark_incompetent(mutant: str, why: str) -> None:
-    folder = os.environ.get(MARKERS_ENV)
-    if not folder:
-        return
-    path = Path(folder) / marker_name(mutant)
-    path.write_text(json.dumps({"mutant": mutant, "reason": why}))
-
-
-def marker_name(mutant: str) -> str:
-    return hashlib.sha1(mutant.encode()).hexdigest()[:16] + ".incompetent.json"
-
-
-def read_marker(folder: str | Path, mutant: str) -> str | None:
-    path = Path(folder) / marker_name(mutant)
-    try:
-        return json.loads(path.read_text())["reason"]
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 # --- generated mutants -----------------------------------------------------------------------
@@ -189,6 +180,15 @@ class Mutation:
     @property
     def fingerprint(self) -> str:
         return hashlib.sha1(self.diff.encode()).hexdigest()[:12]
+
+    @property
+    def function_source(self) -> str:
+        """The mutated function alone, decorators included, unparsed (what a library mutant
+        executes in the library module's namespace: harness.mutation.library)."""
+        parent, field, idx, node = self._site
+        fn = next(n for n in self._tree.body if isinstance(n, ast.FunctionDef) and n.name == self.function)
+        with _swapped(parent, field, idx, node, self._replacement):
+            return ast.unparse(fn) + "\n"
 
 
 def _visit(fn: ast.FunctionDef) -> list[tuple[ast.AST, ast.AST, str, int | None]]:

@@ -7,6 +7,8 @@ import enum
 
 from harness.registry.registry import KernelEntry
 
+SANITY_PREFIX = "sanity.forced_failure."  # the forced failures of the sanity step (never scored)
+
 
 class Status(str, enum.Enum):
     KILLED = "killed"
@@ -47,5 +49,7 @@ class Outcome:
             "seconds": round(self.seconds, 3),
             "note": self.note,
             "gpu": self.gpu,
+            **({"module": e.meta["module"], "function": e.meta.get("function"), "kernel": e.meta.get("kernel"),
+                "fingerprint": e.meta.get("fingerprint")} if "module" in e.meta else {}),
             **({"reused_from": self.reused_from} if self.reused_from else {}),
         }

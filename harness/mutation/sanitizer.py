@@ -70,7 +70,7 @@ def kill(proc: subprocess.Popen) -> None:
 
 def run_one(sanitizer: str, op: str, name: str, tool: str, *, cases: int, timeout: float, mutants: bool = False,
                  plugins: tuple[str, ...] = (), running: list | None = None, cover: bool = False,
-                 case: str | None = None) -> dict:
+                 case: str | None = None, driver_args: tuple[str, ...] = ()) -> dict:
     """One kernel (or mutant) under one compute-sanitizer tool: a child process drives ``cases``
     floor cases (with ``cover``, up to as many more for parameter values those miss), or with
     ``case`` that one case id; the verdict comes from the sanitizer's summary and the driver's
@@ -81,7 +81,7 @@ def run_one(sanitizer: str, op: str, name: str, tool: str, *, cases: int, timeou
     cmd = [sanitizer, "--tool", tool, "--print-limit", "100", sys.executable, "-m", "harness", "sanitize",
            "--driver", f"{op}/{name}", "--cases", str(cases), *(["--mutants"] if mutants else []), *(["--cover"] if cover else []),
            *(["--case", case] if case else []),
-           *(arg for path in plugins for arg in ("--plugin", os.path.abspath(path)))]
+           *(arg for path in plugins for arg in ("--plugin", os.path.abspath(path))), *driver_args]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
                             start_new_session=True)

@@ -49,9 +49,18 @@ def load_plugin(path: str) -> None:
         REGISTRY._loading_plugin = None
 
 
-def load_all(*, plugins: Iterable[str] = (), extra_modules: Iterable[str] = ()) -> None:
+def load_all(*, plugins: Iterable[str] = (), extra_modules: Iterable[str] = (),
+             library: tuple[tuple[str, ...], str] = ((), "*")) -> None:
+    """The project's kernels, ``extra_modules``, the plugins, then the mutants of the library
+    modules ``library[0]`` carried by the plugin kernels matching ``library[1]`` (mutate
+    --mutate-module: harness.mutation.library), whose registration needs the plugins."""
     load_project_kernels()
     for module in extra_modules:
         importlib.import_module(module)
     for path in plugins:
         load_plugin(path)
+    modules, carrier = library
+    if modules:
+        from harness.mutation import library as library_mutants
+
+        library_mutants.register(tuple(modules), carrier)

@@ -84,16 +84,21 @@ class KernelProcess:
     ``bind(op, name)`` tells it which entry the next calls are for and returns the entry's
     description (contract, origin, ...), read in the kernel process: the judge never imports
     user code. ``lost`` counts the processes lost in the current job (``begin_job`` resets it);
-    ``ended`` is how the job's kernel process ended: None or a ``KernelEnd``."""
+    ``ended`` is how the job's kernel process ended: None or a ``KernelEnd``;
+    ``incompetent`` is why the bound entry cannot compile, if a reply of the job said so (a
+    mutant that Triton refuses: harness.mutation.mutagen)."""
 
-    def __init__(self, *, plugins: tuple[str, ...], extra_modules: tuple[str, ...], backend: str, settings: Settings):
+    def __init__(self, *, plugins: tuple[str, ...], extra_modules: tuple[str, ...], backend: str, settings: Settings,
+                 library: tuple[tuple[str, ...], str] = ((), "*")):
         self.plugins, self.extra_modules, self.backend, self.settings = plugins, extra_modules, backend, settings
+        self.library = library  # (modules, carrier glob): the library mutants to register (harness.mutation.library)
         self.proc = None
         self.conn = None
         self.bound: tuple[str, str] | None = None
         self.slowest = 0.0
         self.lost = 0
         self.ended: KernelEnd | None = None
+        self.incompetent: str | None = None
 
     # --- life cycle --------------------------------------------------------------------
     def _start(self) -> None:
@@ -103,7 +108,7 @@ class KernelProcess:
 
         ctx = mp.get_context("spawn")
         mine, theirs = ctx.Pipe()
-        self.proc = ctx.Process(target=kernel_server.serve, args=(theirs, self.plugins, self.extra_modules),
+        self.proc = ctx.Process(target=kernel_server.serve, args=(theirs, self.plugins, self.extra_modules, self.library),
                                 daemon=True, name="harness-kernel")
         with _bare_main():
             self.proc.start()
@@ -134,8 +139,12 @@ class KernelProcess:
             self.proc.join(timeout=5)
         self.kill()
 
-    def begin_job(self) -> None:
-        self.lost, self.ended, self.slowest = 0, None, 0.0
+    def begin_job(self, *, fresh: bool = False) -> None:
+        """Reset the job's counters; ``fresh``: the job's entry gets a kernel process of its own
+        (one that changes the library it runs through must not meet code compiled before it)."""
+        self.lost, self.ended, self.slowest, self.incompetent = 0, None, 0.0, None
+        if fresh:
+            self.close()
 
     # --- requests --------------------------------------------------------------------
     def bind(self, op: str, name: str) -> dict:
@@ -169,6 +178,8 @@ class KernelProcess:
         started = time.monotonic()
         answer = self._request((kind, *payload), kind, limit)
         self.slowest = max(self.slowest, time.monotonic() - started)
+        if isinstance(answer.get("incompetent"), str):
+            self.incompetent = self.incompetent or answer["incompetent"]
         try:
             reply = _reply(answer)
         except Exception as exc:  # not the shape the kernel server sends: the judge will not guess

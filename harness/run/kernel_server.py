@@ -67,12 +67,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _answer(reply) -> dict:
+def _answer(reply, fn) -> dict:
+    """A call's reply; ``incompetent``: why the bound entry cannot compile, when a mutant's
+    build or launch has shown it (harness.mutation.mutagen), so the judge can say so."""
     return {"value": _plain(reply.value), "error": dataclasses.asdict(reply.error) if reply.error else None,
-            "kernel_s": reply.kernel_s, "compile_s": reply.compile_s}
+            "kernel_s": reply.kernel_s, "compile_s": reply.compile_s,
+            "incompetent": _text(getattr(fn, "incompetent", None))}
 
 
-def _load(plugins, extra_modules) -> str:
+def _text(value: Any) -> str | None:
+    return str(value)[:1000] if value else None
+
+
+def _load(plugins, extra_modules, library) -> str:
     """Set up the process; '' or why it failed."""
     try:
         import torch.multiprocessing  # noqa: F401  (registers the tensor reductions used by replies)
@@ -83,15 +90,16 @@ def _load(plugins, extra_modules) -> str:
         if backend.current().is_interpreter:
             oob.install()
         compile_clock.install()
-        loader.load_all(plugins=plugins, extra_modules=extra_modules)
+        loader.load_all(plugins=plugins, extra_modules=extra_modules, library=library)
     except BaseException as exc:  # user code at import time: report it, the judge fails the job
         return f"{type(exc).__name__}: {exc}"
     return ""
 
 
-def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...]) -> None:
+def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
+          library: tuple[tuple[str, ...], str] = ((), "*")) -> None:
     _die_with_parent()
-    problem = _load(plugins, extra_modules)
+    problem = _load(plugins, extra_modules, library)
     conn.send({"ready": not problem, "error": problem})
     if problem:
         return
@@ -100,7 +108,7 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...]) -> Non
     from harness.run.kernel_host import Session
 
     device = backend.current().device
-    session = None
+    session = entry = None
     while True:
         try:
             request = conn.recv()
@@ -108,11 +116,14 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...]) -> Non
             return  # the judge is gone
         kind, payload = request[0], request[1:]
         if kind == "exit":
+            _release(entry)
             return
         if kind == "bind":
+            _release(entry)
             try:
                 entry = REGISTRY.get(*payload)
             except Exception as exc:  # an unknown name: the judge fails the job with this message
+                entry = None
                 conn.send({"error": str(exc)})
                 continue
             session = Session(entry.fn, catch=(BaseException,))
@@ -120,7 +131,15 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...]) -> Non
         elif kind == "health":
             conn.send({"problem": health(device)})
         else:
-            _send(conn, _answer(getattr(session, kind)(*payload)))
+            _send(conn, _answer(getattr(session, kind)(*payload), entry.fn))
+
+
+def _release(entry) -> None:
+    """An entry that changed the process while bound (a library mutant swapped into the
+    library's modules: harness.mutation.library) puts it back before the next entry runs."""
+    release = getattr(entry.fn, "release", None) if entry is not None else None
+    if callable(release):
+        release()
 
 
 def _send(conn, answer: dict) -> None:

@@ -7,9 +7,8 @@ Registered with ``origin="sanity"``; the campaign never counts it as a mutant.
 
 from __future__ import annotations
 
+from harness.mutation.outcome import SANITY_PREFIX as PREFIX
 from harness.registry.registry import REGISTRY, register_mutant
-
-PREFIX = "sanity.forced_failure."
 
 
 def _forced_failure(fn):
