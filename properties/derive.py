@@ -281,7 +281,8 @@ class DeclaredOp(OpSpec):
 
 def classes(shape: tuple[int, ...], high: int, ignore: int | None, ignored: str, gen: torch.Generator) -> torch.Tensor:
     """Random class ids in [0, high) other than ``ignore``, class 0 and high-1 each hit when
-    there is room; then none, some (at least one, not all) or all rows set to ``ignore``."""
+    there is room; then none, some (at least one, the last among them, not all) or all rows set
+    to ``ignore``."""
     n = math.prod(shape)
     allowed = torch.tensor([c for c in range(high) if c != ignore] or [0], dtype=torch.int64)
     t = allowed[torch.randint(len(allowed), (n,), generator=gen)]
@@ -292,7 +293,9 @@ def classes(shape: tuple[int, ...], high: int, ignore: int | None, ignored: str,
         rows = torch.ones(n, dtype=torch.bool) if ignored == "all" else torch.rand(n, generator=gen) < 0.3
         if ignored == "some":
             rows[order[0]] = True
-            if n > 1:
-                rows[order[-1]] = False
+            if n > 1:  # the last row is ignored (a kernel's reads for an ignored row at the end of
+                # the tensor, past it when the target is replaced by a wrong column), another kept
+                rows[n - 1] = True
+                rows[order[-1] if order[-1] != n - 1 else order[-2]] = False
         t = torch.where(rows, torch.full_like(t, ignore), t)
     return t.reshape(shape)

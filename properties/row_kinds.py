@@ -20,6 +20,10 @@ caller, so every backend sees the same inputs. Each kind targets a bug class:
                   subtraction: 0 / 0). The value is -1e9 where the dtype holds it, else
                   -3e4 (fp16's safe range: its largest finite value is 65504).
 - ties:           small integers, so the row max repeats.
+- peaked:         N(0, 1) with one logit 120 higher per row (a confident prediction), at the
+                  row's last column, its first, or elsewhere in turn: a max taken over part of
+                  the row (a loop that stops a block early) misses it, and exp(120 - max)
+                  overflows fp32.
 - gate_extremes:  N(0, 1) * 20: sigmoid saturates both ways (exp(-x) overflows fp16 for x < -11).
 """
 
@@ -32,13 +36,14 @@ import torch
 from properties import values
 
 NORMALISATION = ("offset_rows", "constant_rows")
-LOGITS = ("large_logits", "masked_rows", "ties")
+LOGITS = ("large_logits", "masked_rows", "ties", "peaked")
 GATES = ("gate_extremes",)
 KINDS = values.ROW_KINDS + NORMALISATION + LOGITS + GATES
 
 OFFSET = 1e4
 MASKED = {torch.float16: -3e4}
 MASKED_DEFAULT = -1e9
+PEAK = 120.0
 
 
 def draw(kind: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
@@ -60,6 +65,10 @@ def draw(kind: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Gener
         masked = torch.rand((m, n), generator=gen) < 0.5
         masked[int(torch.randint(m, (1,), generator=gen))] = True
         x = torch.where(masked, torch.full_like(x, MASKED.get(dtype, MASKED_DEFAULT)), x)
+    elif kind == "peaked":
+        rows = torch.arange(m)
+        where = torch.where(rows % 3 == 0, n - 1, torch.where(rows % 3 == 1, 0, torch.randint(n, (m,), generator=gen)))
+        x[rows, where] += PEAK
     elif kind == "ties":
         x = torch.randint(-2, 3, (m, n), generator=gen).to(torch.float64)
     elif kind == "gate_extremes":

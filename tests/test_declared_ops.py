@@ -286,3 +286,16 @@ def test_an_overflow_to_inf_passes_only_where_the_allowed_error_reaches_the_dtyp
     assert compare(actual, expected, atol=0.0, rtol=0.0, magnitude=torch.tensor([1e3, 0.0]), terms_rtol=1.0).passed
     assert not compare(actual, expected, atol=0.0, rtol=0.0, magnitude=torch.tensor([10.0, 0.0]), terms_rtol=1.0).passed
     assert not compare(-actual, expected, atol=0.0, rtol=0.0, magnitude=torch.tensor([1e3, 0.0]), terms_rtol=1.0).passed
+
+
+@pytest.mark.parametrize("n", [2, 3, 17, 64])
+def test_some_ignored_targets_include_the_last_row_and_keep_one(n):
+    """ignored=some: at least one row ignored, the last row among them (a kernel that reads a
+    wrong column for ignored rows reads past the tensor only there), and not every row."""
+    for seed in range(20):
+        t = derive.classes((n,), 7, -100, "some", torch.Generator().manual_seed(seed))
+        ignored = t == -100
+        assert bool(ignored[-1]) and not bool(ignored.all()), (seed, t.tolist())
+        assert ((t[~ignored] >= 0) & (t[~ignored] < 7)).all()
+    for kind, expect in (("none", 0), ("all", n)):
+        assert int((derive.classes((n,), 7, -100, kind, torch.Generator().manual_seed(0)) == -100).sum()) == expect

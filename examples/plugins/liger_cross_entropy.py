@@ -13,11 +13,20 @@ Not waived: Liger's forward stores the gradient into the logits' storage when th
 grad (its memory saving, stated in liger_kernel/ops/cross_entropy.py); if the harness sees the
 logits changed, that stays a failure for the lead to judge, since callers that reuse the logits
 after the loss get wrong values.
+``liger_cross_entropy_contiguous`` is the same function narrowed to contiguous logits (its dlogits
+is wrong for transposed ones, see the README), with the in-place gradient declared: the carrier
+of `mutate --mutate-module liger_kernel.ops.cross_entropy`.
 """
+
+import sys
+from pathlib import Path
 
 import torch
 
 from harness import Contract, register_kernel
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _carrier import narrowed  # noqa: E402
 
 try:
     from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
@@ -39,3 +48,15 @@ if LigerCrossEntropyFunction is not None:
         # Liger 0.8.5: forward(ctx, _input, target, weight, ignore_index, ...) -> (loss, z_loss, ...)
         out = LigerCrossEntropyFunction.apply(logits, target, None, ignore_index)
         return out[0] if isinstance(out, tuple) else out
+
+    register_kernel(
+        "cross_entropy",
+        name="liger_cross_entropy_contiguous",
+        contract=Contract(
+            dtypes=(torch.float32, torch.float16, torch.bfloat16),
+            contiguous=True,
+            waive={"all_ignored": "returns 0 by design when every row is ignored (torch: NaN)",
+                   "inputs_unchanged": "the forward stores the gradient into the logits' storage (Liger's memory saving)"},
+        ),
+        description="Liger-Kernel's LigerCrossEntropyFunction on contiguous logits (library-mutation carrier)",
+    )(narrowed(liger_cross_entropy, contiguous=True))

@@ -13,12 +13,21 @@ as failures, and a choice Liger drops later shows up as a stale waiver:
 - fp16/bf16 inputs: the loss comes back in float32, not the input dtype (``output_meta``);
 - dW is accumulated with atomics on a GPU: not bitwise repeatable (``deterministic=False``).
 Not waived: dW off on large logits (Liger rounds the logits to the input dtype before the
-softmax). That is an accuracy loss, not a declared semantics, so it stays a failure.
+softmax). That is an accuracy loss, not a declared semantics, so it stays a failure; so does the
+cuBLAS error it raises for fp16/bf16 at V = 1. ``liger_flce_fp32`` is the same function on fp32
+inputs only, where it passes: the carrier of
+`mutate --mutate-module liger_kernel.ops.fused_linear_cross_entropy`.
 """
+
+import sys
+from pathlib import Path
 
 import torch
 
 from harness import Contract, register_kernel
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _carrier import narrowed  # noqa: E402
 
 try:
     from liger_kernel.ops.fused_linear_cross_entropy import LigerFusedLinearCrossEntropyFunction
@@ -44,3 +53,16 @@ def liger_flce(x, weight, target, ignore_index=-100):
     # positional (input, weight, target, bias, ce_weight, ignore_index); newer versions return a tuple
     out = LigerFusedLinearCrossEntropyFunction.apply(x, weight, target, None, None, ignore_index)
     return out[0] if isinstance(out, tuple) else out
+
+
+register_kernel(
+    "fused_linear_cross_entropy",
+    name="liger_flce_fp32",
+    contract=Contract(
+        dtypes=(torch.float32,),
+        max_n=65536,
+        deterministic=False,
+        waive={"all_ignored": "returns 0 by design when every row is ignored (torch: NaN)"},
+    ),
+    description="Liger-Kernel's LigerFusedLinearCrossEntropyFunction on fp32 inputs only (library-mutation carrier)",
+)(narrowed(liger_flce, dtypes=(torch.float32,)))

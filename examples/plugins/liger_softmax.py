@@ -6,11 +6,19 @@ of a third-party implementation against the float64 oracle, through the public p
 
 Without liger-kernel this plugin registers nothing (and prints nothing).
 No deliberate deviation of Liger's softmax from torch.softmax is documented, so nothing is waived.
+``liger_softmax_fp32`` is the same function narrowed to fp32 inputs, where it passes: the carrier
+of `mutate --mutate-module liger_kernel.ops.softmax` (its fp16/bf16 dx fails, see the README).
 """
+
+import sys
+from pathlib import Path
 
 import torch
 
 from harness import Contract, register_kernel
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _carrier import narrowed  # noqa: E402
 
 try:
     from liger_kernel.ops.softmax import LigerSoftmaxFunction
@@ -28,3 +36,10 @@ if LigerSoftmaxFunction is not None:
     def liger_softmax(x):
         # Liger 0.8.5: forward(ctx, input_)
         return LigerSoftmaxFunction.apply(x)
+
+    register_kernel(
+        "softmax",
+        name="liger_softmax_fp32",
+        contract=Contract(dtypes=(torch.float32,)),
+        description="Liger-Kernel's LigerSoftmaxFunction on fp32 inputs only (library-mutation carrier)",
+    )(narrowed(liger_softmax, dtypes=(torch.float32,)))

@@ -4,6 +4,13 @@ Each entry is a text patch (``old`` -> ``new``, or several ``patches``, each mat
 once inside ``function``, or inside the module when ``function`` is None) applied to
 ``kernels/cross_entropy.py`` in memory and re-executed, so the mutant runs through the real
 wrapper and autograd code. ``why`` says how the bug arises.
+
+Not a bug under the op's error model, so not in the catalog: forming logsumexp before
+subtracting the target logit, ``(m + log(s)) - x_t``. Rounding m + log(s) moves the loss by
+u * |m|, which is what rounding the target logit x_t (~ m on a confident row) within fp32 does:
+the result is exact for inputs perturbed within the compute dtype's rounding, the criterion the
+op's tolerance implements (properties/ops/cross_entropy.py), and campaigns on the interpreter and
+the H200 both let it pass.
 """
 
 from __future__ import annotations
@@ -59,15 +66,6 @@ CATALOG = [
         old="x_t = tl.load(x_row + ",
         new="x_t = tl.load(X + ",
         why="the target logit is read from row 0 (the row offset forgotten); invisible at N = 1",
-    ),
-    dict(
-        name="cat.lse_rounded_before_target",
-        bug_class="precision",
-        function="_cross_entropy_forward",
-        old="loss = tl.log(s) + (m - x_t)",
-        new="loss = (m + tl.log(s)) - x_t",
-        why="logsumexp formed before subtracting the target logit: with large logits (1e4) the "
-        "small loss is lost in the rounding of m + log(s)",
     ),
     dict(
         name="cat.max_padding_zero",
