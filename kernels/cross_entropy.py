@@ -73,8 +73,8 @@ def _cross_entropy_forward(
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < V, other=float("-inf")).to(tl.float32)
         s_acc += tl.exp(x - m)
     s = tl.sum(s_acc, axis=0)
-    # an ignored row's target may be any value (-100): read column 0 instead, then drop it
-    x_t = tl.load(x_row + tl.where(valid, t, 0) * stride_xn).to(tl.float32)
+    # an ignored row's target may be any value (-100): its load is masked off and its loss dropped
+    x_t = tl.load(x_row + t * stride_xn, mask=valid, other=0.0).to(tl.float32)
     loss = tl.log(s) + (m - x_t)
     tl.store(LOSS + row, tl.where(valid, loss, 0.0))
     tl.store(MAX + row, m)
