@@ -53,7 +53,7 @@ CATALOG = [
         function=None,
         patches=[
             ("tl.store(LOSS + row, tl.where(valid, loss, 0.0))", "tl.store(LOSS + row, loss)"),
-            ("mask=valid, other=0.0)", "mask=mask, other=0.0)"),
+            ("tl.load(LOSS + rows, mask=valid, other=0.0)", "tl.load(LOSS + rows, mask=mask, other=0.0)"),
             ("count += valid.to(tl.int32)", "count += mask.to(tl.int32)"),
         ],
         why="ignore_index never applied in the loss: ignored rows add their (garbage-target) "
