@@ -63,11 +63,43 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, plan: dict | None) -> int:
     started = time.monotonic()
     backend = common.prepare(args)
-    from harness.cases.case import Case
-    from harness.execution.jobs import Job, JobStatus, run_jobs
+    from harness.execution.jobs import JobStatus, run_jobs
     from harness.execution.progress import Progress
+    from harness.incremental import plan as incremental
+    from harness.incremental.store import Store
+
+    entries, case = _entries(args)
+    max_examples = args.max_examples if args.max_examples is not None else DEFAULTS.max_examples(backend.name)
+    parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, len(entries), shardable=case is None)
+    shards = 1 if case else (args.shards or max(1, parallel // len(entries)))
+    # a --baseline run compares with another revision: its records carry drift a saved verdict lacks
+    store = Store(args.report_dir, reuse=not args.no_cache and not args.baseline)
+    plans = incremental.verify_plans(entries, store, backend=backend.name, settings={
+        "seed": args.seed, "max_examples": max_examples, "case": case.id if case else None,
+        "shard": list(args.shard or (0, 1)), "plugins": sorted(args.plugin), "timeout": args.timeout,
+        "watchdog": args.watchdog, "baseline": args.baseline})
+    for e, p in zip(entries, plans):
+        print(f"verify: {e.op}/{e.name}: {p.describe()}", flush=True)
+    jobs = _jobs(args, plan, [e for e, p in zip(entries, plans) if not p.reused], backend.name, case, max_examples, shards)
+    if args.watchdog is not None:  # the judges read it (harness.settings.current)
+        if args.watchdog <= 0:
+            raise UsageError(f"--watchdog must be a positive number of seconds, got {args.watchdog}")
+        os.environ[WATCHDOG_ENV] = str(args.watchdog)
+    results = []
+    if jobs:
+        with Progress("verify", len(jobs)) as progress:
+            # a fresh process per job: one kernel's global side effects (a plugin that patches torch)
+            # can never reach another's verdict; the shards of a kernel run side by side anyway
+            results = run_jobs(jobs, parallel=parallel, on_event=progress, reuse=False)
+    kernels, records = _collect(entries, plans, results, shards, store)
+    interrupted = any(r.status is JobStatus.INTERRUPTED for r in results)
+    return _report(args, plan, backend, kernels, records, max_examples, interrupted, results, started)
+
+
+def _entries(args: argparse.Namespace) -> tuple[list, "Case | None"]:
+    """The kernels to verify and the one case of ``--case`` (or None); usage errors exit 2."""
+    from harness.cases.case import Case
     from harness.registry.registry import REGISTRY
-    from reports import console, environment, verify_report, writer
 
     entries = [e for e in REGISTRY.select(op=args.op, kind="kernel", pattern=args.select) if e.origin != "baseline"]
     if not entries:
@@ -82,44 +114,31 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
             raise UsageError(f"--case is a {case.op!r} case but no selected kernel implements {case.op!r}")
     if case is not None and args.shard is not None:
         raise UsageError("--case runs one case; it cannot be split with --shard")
-    max_examples = args.max_examples if args.max_examples is not None else DEFAULTS.max_examples(backend.name)
-    parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, len(entries), shardable=case is None)
-    shards = 1 if case else (args.shards or max(1, parallel // len(entries)))
-    # CI part I of K, split again over the local shards: local shard j runs the suite's global
-    # shard I + K*j of K*shards, so the K parts' local shards are every global shard once
-    ci_part, ci_parts = args.shard or (0, 1)
-    from harness.incremental import plan as incremental
-    from harness.incremental.store import Store
+    return entries, case
 
-    # a --baseline run compares with another revision: its records carry drift a saved verdict lacks
-    store = Store(args.report_dir, reuse=not args.no_cache and not args.baseline)
-    plans = incremental.verify_plans(entries, store, backend=backend.name, settings={
-        "seed": args.seed, "max_examples": max_examples, "case": case.id if case else None,
-        "shard": [ci_part, ci_parts], "plugins": sorted(args.plugin), "timeout": args.timeout,
-        "watchdog": args.watchdog, "baseline": args.baseline})
-    for e, p in zip(entries, plans):
-        print(f"verify: {e.op}/{e.name}: {p.describe()}", flush=True)
-    to_run = [e for e, p in zip(entries, plans) if not p.reused]
-    jobs = [
-        Job(
-            op=e.op, kernel=e.name, backend=backend.name, seed=args.seed, max_examples=max_examples,
+
+def _jobs(args: argparse.Namespace, plan: dict | None, to_run: list, backend: str, case, max_examples: int, shards: int) -> list:
+    """``shards`` jobs per kernel to run. CI part I of K is split again over the local shards:
+    local shard j runs the suite's global shard I + K*j of K*shards, so the K parts' local
+    shards are every global shard once."""
+    from harness.execution.jobs import Job
+
+    ci_part, ci_parts = args.shard or (0, 1)
+    return [
+        Job(op=e.op, kernel=e.name, backend=backend, seed=args.seed, max_examples=max_examples,
             plugins=tuple(args.plugin), case=case.id if case else None, timeout=args.timeout,
-            shard=ci_part + ci_parts * i, shards=ci_parts * shards,
-            **_paired(plan, e),
-        )
+            shard=ci_part + ci_parts * i, shards=ci_parts * shards, **_paired(plan, e))
         for e in to_run
         for i in range(shards)
     ]
-    if args.watchdog is not None:  # the judges read it (harness.settings.current)
-        if args.watchdog <= 0:
-            raise UsageError(f"--watchdog must be a positive number of seconds, got {args.watchdog}")
-        os.environ[WATCHDOG_ENV] = str(args.watchdog)
-    results = []
-    if jobs:
-        with Progress("verify", len(jobs)) as progress:
-            # a fresh process per job: one kernel's global side effects (a plugin that patches torch)
-            # can never reach another's verdict; the shards of a kernel run side by side anyway
-            results = run_jobs(jobs, parallel=parallel, on_event=progress, reuse=False)
+
+
+def _collect(entries: list, plans: list, results: list, shards: int, store) -> tuple[list[dict], list[dict]]:
+    """Each kernel's summary and every record, from this run's jobs or its reused verdict; a
+    complete run (no crash, hang or Ctrl-C) is kept for the next one."""
+    from harness.execution.jobs import JobStatus
+    from harness.incremental import plan as incremental
+    from reports import verify_report
 
     kernels, records = [], []
     ran = 0
@@ -135,7 +154,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
                    "seconds": max(p.seconds for p in parts),
                    "worker_seconds": round(sum(p.seconds for p in parts), 3), "shards": shards}
             extra = {}
-            if all(p.status is JobStatus.OK for p in parts):  # only a complete run is kept (no crash, hang, Ctrl-C)
+            if all(p.status is JobStatus.OK for p in parts):
                 incremental.remember(store, incremental.VERIFY, f"{entry.op}/{entry.name}", kept, run)
         records += run["records"]
         kernels.append(
@@ -146,18 +165,25 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
                 shards=run["shards"], **extra,
             )
         )
+    return kernels, records
+
+
+def _report(args: argparse.Namespace, plan: dict | None, backend, kernels: list, records: list, max_examples: int,
+            interrupted: bool, results: list, started: float) -> int:
+    """verify.json and its rendered reports, written together; the exit status."""
+    from harness.cli import outdir
+    from harness.execution.jobs import JobStatus
+    from reports import console, environment, verify_report, writer
+
     header = environment.header(backend.describe(), seed=args.seed)
     header["seconds"] = round(time.monotonic() - started, 1)  # wall time of the whole command
     header["max_examples"] = max_examples
     if args.shard is not None:  # `report --merge` checks that every part of the same run is there
-        header["shard"] = {"index": ci_part, "count": ci_parts}
-    interrupted = any(r.status is JobStatus.INTERRUPTED for r in results)
+        header["shard"] = {"index": args.shard[0], "count": args.shard[1]}
     if interrupted:
         header["interrupted"] = True  # stopped early (Ctrl-C or SIGTERM): what ran is kept, the verdict is FAIL
     report = verify_report.build(header, kernels, records, allow_unverified=args.allow_unverified)
     drift_failures = _drift(report, plan, kernels, records, args) if plan is not None else []
-    from harness.cli import outdir
-
     with outdir.signals_held():  # a second Ctrl-C waits: verify.json and its rendered reports are written together
         path = writer.write_json(args.report_dir, "verify.json", report)
         console.print_verify(report, path=str(path))

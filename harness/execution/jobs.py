@@ -376,100 +376,136 @@ def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None
     has failed, the mutants' results would be discarded anyway); one for which it says None is
     not decided yet and waits in the queue while the jobs behind it go ahead (the campaign: a
     mutant whose memcheck first look is still running)."""
-    gpus = visible_gpus() if any(j.backend == "cuda" for j in jobs) else []
-    pending = list(enumerate(jobs))
-    workers: dict[int, _Worker] = {}  # slot -> worker (idle or running a job)
-    results: dict[int, JobResult] = {}
-    index_retries: dict[int, int] = {}
-    serial = 0
     poll_s = current_settings().poll_s
     with tempfile.TemporaryDirectory(prefix="harness-jobs-") as tmp:
-        workdir = Path(tmp)
+        pool = _Scheduler(jobs, parallel=parallel, on_event=on_event, reuse=reuse, skip=skip, workdir=Path(tmp))
         try:
-            while pending or any(not w.idle for w in workers.values()):
-                for slot in range(max(1, parallel)):
-                    worker = workers.get(slot)
-                    if not pending or (worker is not None and not worker.idle):
-                        continue
-                    position = _next_job(pending, skip, results, on_event)
-                    if position is None:
-                        continue
-                    index, job = pending.pop(position)
-                    while True:
-                        started = False
-                        if worker is None or not reuse or job.fresh or not worker.usable_for(_key(job)):
-                            if worker is not None:
-                                worker.close()
-                            serial += 1
-                            env = worker_env(job, slot, gpus, os.environ, threads=(os.cpu_count() or 1) // max(1, parallel))
-                            worker = workers[slot] = _Worker(slot, _key(job), workdir, env, serial)
-                            started = True
-                        if worker.assign(index, job) or started:
-                            break  # a fresh worker already gone is polled below: crash, with its log
-                        worker.kill()  # a reused worker died between jobs: start another for this one
-                        worker = None
+            while pool.busy():
+                pool.fill()
                 time.sleep(poll_s)
-                for slot, run in list(workers.items()):
-                    if run.idle:
-                        continue
-                    before = run.cases_run
-                    run.read()
-                    if on_event and run.cases_run != before:
-                        failed = sum(not r.passed for r in run.records)
-                        on_event(Event(run.job, EventKind.CASE, run.cases_run, failed, run.current))
-                    code = run.proc.poll()
-                    elapsed = time.monotonic() - run.started
-                    if not run.done and code is None and elapsed <= run.job.timeout:
-                        continue
-                    if run.done:
-                        status = _judged_status(run)
-                    elif code is None:
-                        run.kill()
-                        run.read()
-                        status = JobStatus.TIMEOUT
-                        run.records.append(
-                            _failure_record(run, "timeout", f"no result after {run.job.timeout:.0f} s: the worker was killed (hang?)")
-                        )
-                    else:
-                        run.read()
-                        if not run.done and not run.begun and index_retries.get(run.index, 0) < 1:
-                            # the worker was gone before it read the job: run it again, once, elsewhere
-                            index_retries[run.index] = index_retries.get(run.index, 0) + 1
-                            pending.insert(0, (run.index, run.job))
-                            run.release()
-                            run.kill()
-                            del workers[slot]
-                            continue
-                        status = JobStatus.OK if run.done else JobStatus.CRASHED
-                        if status is JobStatus.CRASHED:
-                            run.records.append(_failure_record(run, "crash", _crash_message(code, run.log_tail())))
-                    _forgeries(run)
-                    job, index = run.job, run.index
-                    results[index] = JobResult(job, status, run.records, run.cases_run, round(elapsed, 3), run.log_tail(), run.proc.pid,
-                                               run.gpu, incompetent=run.incompetent if run.done else None)
-                    run.release()
-                    if status is not JobStatus.OK:
-                        run.kill()  # already dead, or hung: nothing of it is reused
-                        del workers[slot]
-                    elif run.retired or not reuse or job.fresh:
-                        run.close()
-                        del workers[slot]
-                    if on_event:
-                        failed = sum(not r.passed for r in results[index].records)
-                        on_event(Event(job, EventKind.DONE, results[index].cases_run, failed, None))
+                pool.poll()
         except KeyboardInterrupt:
-            for run in workers.values():
-                if not run.idle:
-                    run.read()
-                    _forgeries(run)
-                    if run.current:  # the report names the case that was running
-                        run.records.append(_failure_record(run, "interrupted", "the run was interrupted while this case was running"))
-                    results[run.index] = JobResult(run.job, JobStatus.INTERRUPTED, run.records, run.cases_run,
-                                                   round(time.monotonic() - run.started, 3), run.log_tail(), run.proc.pid, run.gpu,
-                                                   run.current)
-            for index, job in enumerate(jobs):
-                results.setdefault(index, JobResult(job, JobStatus.INTERRUPTED, [], 0, 0.0))
+            pool.interrupt()
         finally:
-            for worker in workers.values():
-                worker.close() if worker.idle else worker.kill()
-    return [results[i] for i in range(len(jobs))]
+            pool.close()
+    return [pool.results[i] for i in range(len(jobs))]
+
+
+class _Scheduler:
+    """One ``run_jobs`` call: the queue, the worker of each slot (idle or running a job), the
+    results by job index. ``fill`` gives idle slots their next job, ``poll`` reads the running
+    workers and turns each finished, dead or overdue one into a ``JobResult``."""
+
+    def __init__(self, jobs: list[Job], *, parallel: int, on_event, reuse: bool, skip, workdir: Path):
+        self.jobs, self.parallel, self.on_event, self.reuse, self.skip, self.workdir = jobs, parallel, on_event, reuse, skip, workdir
+        self.gpus = visible_gpus() if any(j.backend == "cuda" for j in jobs) else []
+        self.pending = list(enumerate(jobs))
+        self.workers: dict[int, _Worker] = {}
+        self.results: dict[int, JobResult] = {}
+        self.retried: set[int] = set()  # jobs whose worker died before reading them, run once more
+        self.serial = 0
+
+    def busy(self) -> bool:
+        return bool(self.pending) or any(not w.idle for w in self.workers.values())
+
+    # --- handing out jobs ----------------------------------------------------------------
+    def fill(self) -> None:
+        for slot in range(max(1, self.parallel)):
+            worker = self.workers.get(slot)
+            if not self.pending or (worker is not None and not worker.idle):
+                continue
+            position = _next_job(self.pending, self.skip, self.results, self.on_event)
+            if position is not None:
+                self._assign(slot, *self.pending.pop(position))
+
+    def _assign(self, slot: int, index: int, job: Job) -> None:
+        worker = self.workers.get(slot)
+        while True:
+            started = False
+            if worker is None or not self.reuse or job.fresh or not worker.usable_for(_key(job)):
+                if worker is not None:
+                    worker.close()
+                self.serial += 1
+                env = worker_env(job, slot, self.gpus, os.environ, threads=(os.cpu_count() or 1) // max(1, self.parallel))
+                worker = self.workers[slot] = _Worker(slot, _key(job), self.workdir, env, self.serial)
+                started = True
+            if worker.assign(index, job) or started:
+                return  # a fresh worker already gone is polled like any other: crash, with its log
+            worker.kill()  # a reused worker died between jobs: start another for this one
+            worker = None
+
+    # --- reading the running workers -----------------------------------------------------
+    def poll(self) -> None:
+        for slot, run in list(self.workers.items()):
+            if not run.idle:
+                self._poll_one(slot, run)
+
+    def _poll_one(self, slot: int, run: _Worker) -> None:
+        before = run.cases_run
+        run.read()
+        if self.on_event and run.cases_run != before:
+            failed = sum(not r.passed for r in run.records)
+            self.on_event(Event(run.job, EventKind.CASE, run.cases_run, failed, run.current))
+        code = run.proc.poll()
+        elapsed = time.monotonic() - run.started
+        if not run.done and code is None and elapsed <= run.job.timeout:
+            return
+        status = self._ended(run, code)
+        if status is None:  # retried elsewhere
+            del self.workers[slot]
+            return
+        _forgeries(run)
+        job, index = run.job, run.index
+        self.results[index] = JobResult(job, status, run.records, run.cases_run, round(elapsed, 3), run.log_tail(),
+                                        run.proc.pid, run.gpu, incompetent=run.incompetent if run.done else None)
+        run.release()
+        if status is not JobStatus.OK:
+            run.kill()  # already dead, or hung: nothing of it is reused
+            del self.workers[slot]
+        elif run.retired or not self.reuse or job.fresh:
+            run.close()
+            del self.workers[slot]
+        if self.on_event:
+            failed = sum(not r.passed for r in self.results[index].records)
+            self.on_event(Event(job, EventKind.DONE, self.results[index].cases_run, failed, None))
+
+    def _ended(self, run: _Worker, code: int | None) -> JobStatus | None:
+        """How a job that is over ended (its failure record added); None if its worker died
+        before it read the job, which is then queued again, once."""
+        if run.done:
+            return _judged_status(run)
+        if code is None:
+            run.kill()
+            run.read()
+            run.records.append(_failure_record(run, "timeout", f"no result after {run.job.timeout:.0f} s: the worker was killed (hang?)"))
+            return JobStatus.TIMEOUT
+        run.read()
+        if not run.done and not run.begun and run.index not in self.retried:
+            self.retried.add(run.index)
+            self.pending.insert(0, (run.index, run.job))
+            run.release()
+            run.kill()
+            return None
+        if run.done:
+            return JobStatus.OK
+        run.records.append(_failure_record(run, "crash", _crash_message(code, run.log_tail())))
+        return JobStatus.CRASHED
+
+    # --- the end -------------------------------------------------------------------------
+    def interrupt(self) -> None:
+        """Ctrl-C or SIGTERM: what each running job had so far, and the case it was running."""
+        for run in self.workers.values():
+            if not run.idle:
+                run.read()
+                _forgeries(run)
+                if run.current:  # the report names the case that was running
+                    run.records.append(_failure_record(run, "interrupted", "the run was interrupted while this case was running"))
+                self.results[run.index] = JobResult(run.job, JobStatus.INTERRUPTED, run.records, run.cases_run,
+                                                    round(time.monotonic() - run.started, 3), run.log_tail(), run.proc.pid,
+                                                    run.gpu, run.current)
+        for index, job in enumerate(self.jobs):
+            self.results.setdefault(index, JobResult(job, JobStatus.INTERRUPTED, [], 0, 0.0))
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.close() if worker.idle else worker.kill()
