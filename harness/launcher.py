@@ -82,6 +82,8 @@ def verdict(code: int, said: str) -> int:
     """The exit status to pass on: the child's own, if it said that status and ended with it."""
     if said.lstrip("-").isdigit() and int(said) == code:
         return code
+    if said == "130" and code == -signal.SIGINT:  # it said "interrupted", then Python's exit re-raised the Ctrl-C
+        return 130
     print(f"error: the harness process ended before giving a verdict ({_how(code)}): something it loaded or ran "
           f"(a plugin file, a kernel) ended the process, or the harness itself failed (a traceback above says so); "
           f"nothing it did can be trusted: exit status {NO_VERDICT}",

@@ -2,6 +2,7 @@
 class: user code (a plugin at import, a kernel) that ends the process with status 0, which a
 caller would read as PASS."""
 
+import signal
 import os
 import subprocess
 import sys
@@ -36,4 +37,6 @@ def test_only_a_status_the_child_both_said_and_ended_with_is_passed_on(capsys):
     assert launcher.verdict(1, "0") == launcher.NO_VERDICT  # it claimed a pass, then ended otherwise
     assert launcher.verdict(0, "") == launcher.NO_VERDICT  # os._exit(0) before it could say anything
     assert launcher.verdict(-9, "") == launcher.NO_VERDICT
+    assert launcher.verdict(-signal.SIGINT, "130") == 130  # interrupted, said so, and the exit re-raised the Ctrl-C
+    assert launcher.verdict(-signal.SIGINT, "0") == launcher.NO_VERDICT
     assert "killed by SIGKILL" in capsys.readouterr().err
