@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 VERDICT_FD_ENV = "HARNESS_VERDICT_FD"
 NO_VERDICT = 3
@@ -28,11 +29,19 @@ def main(argv: list[str] | None = None) -> int:
     return _launch(argv)
 
 
+READY = "ready"
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# held off in the child until it says it is ready: Python's own start-up cannot take them cleanly (a
+# Ctrl-C while it sets up its standard streams is a "Fatal Python error", not a KeyboardInterrupt)
+_HELD_AT_START = (signal.SIGINT, signal.SIGTERM)
+
+
 def _child(argv: list[str]) -> int:
     fd = int(os.environ.pop(VERDICT_FD_ENV))
-    # the launcher passes Ctrl-C on; a shell that started it in the background left SIGINT ignored
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
+        _say(fd, READY)  # from here on the launcher passes each signal on; one that came earlier follows now
         from harness.cli import main as cli_main
     except KeyboardInterrupt:  # Ctrl-C while torch and triton import: one line, no traceback
         print("interrupted", file=sys.stderr)
@@ -44,38 +53,79 @@ def _child(argv: list[str]) -> int:
             rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             if isinstance(exc.code, str):
                 print(exc.code, file=sys.stderr)
-    _report(fd, rc)
+    _say(fd, str(rc))
+    try:
+        os.close(fd)
+    except OSError:
+        pass
     return rc
 
 
-def _report(fd: int, rc: int) -> None:
+def _say(fd: int, line: str) -> None:
     try:
-        os.write(fd, f"{rc}\n".encode())
-        os.close(fd)
+        os.write(fd, f"{line}\n".encode())
     except OSError:  # no launcher is listening (the child was started by hand): nothing to vouch to
         pass
+
+
+class _Relay:
+    """Passes the launcher's signals on to the child once the child is ready for them; a signal
+    that comes before is held and sent when the child says it is ready (never lost, never fatal)."""
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen | None = None
+        self.ready = False
+        self.held: list[int] = []
+        self.lines: list[str] = []
+        self._lock = threading.RLock()  # a second signal can land while the handler of the first holds it
+
+    def on_signal(self, signum: int, frame) -> None:
+        with self._lock:
+            if self.ready and self.child is not None:
+                self.child.send_signal(signum)
+            elif signum not in self.held:
+                self.held.append(signum)
+
+    def listen(self, read_end: int) -> None:
+        """Read the child's lines until it closes the pipe (run in a thread)."""
+        with os.fdopen(read_end) as pipe:
+            for line in pipe:
+                self.lines.append(line.strip())
+                if line.strip() == READY:
+                    with self._lock:
+                        self.ready = True
+                        for signum in self.held:
+                            self.child.send_signal(signum)
+                        self.held.clear()
+
+
+def _ignore_held_signals() -> None:
+    for sig in _HELD_AT_START:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _launch(argv: list[str]) -> int:
     read_end, write_end = os.pipe()
     env = dict(os.environ, **{VERDICT_FD_ENV: str(write_end)})
+    relay = _Relay()
+    handlers = {sig: signal.signal(sig, relay.on_signal) for sig in _FORWARDED}
     try:
-        # a process group of its own: a terminal's Ctrl-C reaches the launcher alone, which passes
-        # each signal on once (the child counts a second Ctrl-C as "stop now")
-        child = subprocess.Popen([sys.executable, "-m", "harness", *argv], env=env, pass_fds=(write_end,),
-                                 process_group=0)
-    finally:
-        os.close(write_end)
-    handlers = {sig: signal.signal(sig, lambda signum, frame: child.send_signal(signum))
-                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        code = _wait(child)
+        try:
+            # a process group of its own: a terminal's Ctrl-C reaches the launcher alone, which passes
+            # each signal on once (the child counts a second Ctrl-C as "stop now")
+            relay.child = subprocess.Popen([sys.executable, "-m", "harness", *argv], env=env, pass_fds=(write_end,),
+                                           process_group=0, preexec_fn=_ignore_held_signals)
+        finally:
+            os.close(write_end)
+        listener = threading.Thread(target=relay.listen, args=(read_end,), daemon=True)
+        listener.start()
+        code = relay.child.wait()
+        listener.join()
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-    with os.fdopen(read_end) as pipe:
-        said = pipe.read().strip()
-    return verdict(code, said)
+    said = [line for line in relay.lines if line != READY]
+    return verdict(code, said[-1] if said else "")
 
 
 def verdict(code: int, said: str) -> int:
@@ -89,14 +139,6 @@ def verdict(code: int, said: str) -> int:
           f"nothing it did can be trusted: exit status {NO_VERDICT}",
           file=sys.stderr)
     return NO_VERDICT
-
-
-def _wait(child: subprocess.Popen) -> int:
-    while True:
-        try:
-            return child.wait()
-        except KeyboardInterrupt:  # a signal that arrived before the handlers were in place
-            child.send_signal(signal.SIGINT)
 
 
 def _how(code: int) -> str:
