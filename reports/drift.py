@@ -57,7 +57,7 @@ def summarize(plan: dict, kernels: list[dict], records: list[dict]) -> dict:
     removed, renamed), ``kernels`` the run's kernel list (op, name)."""
     paired = {(k["op"], k["name"]) for k in kernels} - {(a["op"], a["name"]) for a in plan.get("added", [])}
     return {
-        "rev": plan["rev"], "commit": plan.get("commit"),
+        "rev": plan["rev"], "commit": plan.get("commit"), "repositories": plan.get("repositories", []),
         "kernels": [_kernel(op, name, [r for r in records if r["op"] == op and r["kernel"] == name])
                     for op, name in sorted(paired)],
         "added": plan.get("added", []), "removed": plan.get("removed", []), "renamed": plan.get("renamed", []),

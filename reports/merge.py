@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from reports import library_tests, mutation_report, verify_report
+from reports import drift, library_tests, mutation_report, verify_report
 
 __all__ = ["MergeError", "merge_verify", "merge_mutation"]
 
@@ -81,7 +81,13 @@ def merge_verify(parts: list[tuple[str, dict]]) -> dict:
             worker_seconds=round(sum(p.get("worker_seconds", p.get("seconds")) or 0.0 for p in pieces), 3),
             shards=sum(p.get("shards", 1) for p in pieces), **extra,
         ))
-    header = _header(parts, drop=("passed", "kernels", "cases"))
+    header = _header(parts, drop=("passed", "kernels", "cases", "baseline"))
+    if parts[0][1].get("baseline"):  # each part summed up its own cases' drift: sum up the whole run's
+        plan = parts[0][1]["baseline"]
+        header["baseline"] = drift.summarize(plan, [{"op": op, "name": name} for op, name in kernels], records)
+        failed = [reason for _, r in parts for reason in (r.get("baseline") or {}).get("failed", [])]
+        if failed:
+            header["baseline"]["failed"] = failed
     return verify_report.build(header, summaries, records)
 
 
@@ -108,25 +114,6 @@ def merge_mutation(parts: list[tuple[str, dict]]) -> dict:
         header, mutants=mutants, score=score, min_score=parts[0][1].get("min_score", 1.0), sanity=sanity,
         kill_matrix={m["name"]: {m["killed_by"]["check"]: m["killed_by"]["case_id"]}
                      for m in mutants if m["detected"] and m.get("killed_by")},
-        minimal_cases=minimal_cases(mutants), seconds=header.pop("seconds"), refused="; ".join(refused) or None,
+        minimal_cases=mutation_report.minimal_cases(mutants), seconds=header.pop("seconds"), refused="; ".join(refused) or None,
         tests=library_tests.merge([r.get("tests") for _, r in parts]),
     )
-
-
-def minimal_cases(mutants: list[dict]) -> list[dict]:
-    """The campaign's greedy set cover (harness.mutation.campaign.minimal_cases), over mutant records."""
-    kills: dict[str, set[str]] = {}
-    repro: dict[str, str] = {}
-    for m in mutants:
-        kb = m.get("killed_by")
-        if m["detected"] and kb and kb["case_id"] != "(between cases)":
-            kills.setdefault(kb["case_id"], set()).add(m["name"])
-            repro.setdefault(kb["case_id"], kb.get("repro", ""))
-    left = set().union(*kills.values()) if kills else set()
-    chosen = []
-    while left:
-        case = max(sorted(kills), key=lambda c: len(kills[c] & left))
-        covered = kills[case] & left
-        chosen.append({"case_id": case, "kills": sorted(covered), "repro": repro[case]})
-        left -= covered
-    return chosen

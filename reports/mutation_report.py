@@ -116,3 +116,24 @@ def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> 
         + f"; {len(report['minimal_cases'])} case(s) kill them all; {report['seconds']:.0f} s; report: {path}",
         highlight=False,
     )
+
+
+def minimal_cases(mutants: list[dict]) -> list[dict]:
+    """A small set of cases that together kill every detected mutant (greedy set cover over the
+    observed kills, ``mutants`` as mutation.json records: name, detected, killed_by), largest
+    first, each with the mutants it kills and a repro."""
+    kills: dict[str, set[str]] = {}
+    repro: dict[str, str] = {}
+    for m in mutants:
+        kb = m.get("killed_by")
+        if m["detected"] and kb and kb["case_id"] != "(between cases)":
+            kills.setdefault(kb["case_id"], set()).add(m["name"])
+            repro.setdefault(kb["case_id"], kb.get("repro", ""))
+    left = set().union(*kills.values()) if kills else set()
+    chosen = []
+    while left:
+        case = max(sorted(kills), key=lambda c: len(kills[c] & left))
+        covered = kills[case] & left
+        chosen.append({"case_id": case, "kills": sorted(covered), "repro": repro[case]})
+        left -= covered
+    return chosen

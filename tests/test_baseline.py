@@ -154,3 +154,83 @@ def test_a_comment_is_bitwise_identical(clone, tmp_path):
     values = [r for r in report["cases"] if r.get("baseline")]
     assert values and all(r["baseline"]["identical"] for r in values)
     assert {r["check"] for r in values} >= {"forward", "dx", "dgamma"}
+
+
+# --- a plugin's own repository: REV is a revision of the repository the plugin file lives in ----
+PLUGIN = '''import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from harness import register_kernel  # noqa: E402
+from mylib.ops import rmsnorm  # noqa: E402  (the library's module of this revision)
+
+register_kernel("rmsnorm", name="my_rmsnorm")(rmsnorm)
+'''
+OPS = '''import torch
+
+
+def rmsnorm(x, gamma, eps):
+    xf = x.float()
+    r = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return {expr}.to(x.dtype)
+'''
+
+
+def test_a_plugin_is_compared_with_its_own_repositorys_revision(tmp_path):
+    # bug classes: the base plugin importing the head's library (a false "identical"), a plugin's
+    # revision looked up in the harness's repository
+    repo, report = tmp_path / "mylib_repo", tmp_path / "report"
+    (repo / "mylib").mkdir(parents=True)
+    (repo / "mylib" / "__init__.py").write_text("")
+    (repo / "plugin.py").write_text(PLUGIN)
+    (repo / "mylib" / "ops.py").write_text(OPS.format(expr="(xf * r) * gamma.float()"))
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "rmsnorm")
+    (repo / "mylib" / "ops.py").write_text(OPS.format(expr="xf * (r * gamma.float())"))
+    _git(repo, "commit", "-q", "-am", "rmsnorm: x * (r * g)")
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "verify", "--plugin", str(repo / "plugin.py"), "--baseline", "HEAD~1",
+         "--select", "my_rmsnorm", "--case", CASE, "--backend", "interpreter", "--report-dir", str(report),
+         "--no-render"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    baseline = json.loads((report / "verify.json").read_text())["baseline"]
+    (k,) = baseline["kernels"]
+    assert (k["name"], k["cases"], k["changed"]) == ("my_rmsnorm", 1, 1) and k["max_ulps"] >= 1, baseline
+    assert str(repo) in [r["path"] for r in baseline["repositories"]]
+    assert _git(repo, "worktree", "list").count("\n") == 1, "the base worktree was not removed"
+    assert (repo / "mylib" / "ops.py").read_text() == OPS.format(expr="xf * (r * gamma.float())"), "the checkout moved"
+
+
+def test_a_plugin_outside_any_repository_is_a_usage_error(tmp_path):
+    (tmp_path / "mylib").mkdir()
+    (tmp_path / "mylib" / "__init__.py").write_text("")
+    (tmp_path / "mylib" / "ops.py").write_text(OPS.format(expr="(xf * r) * gamma.float()"))
+    (tmp_path / "plugin.py").write_text(PLUGIN)
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "verify", "--plugin", str(tmp_path / "plugin.py"), "--baseline", "HEAD",
+         "--backend", "interpreter", "--report-dir", str(tmp_path / "r")], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=600)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "is not in a git repository" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_merge_of_shards_sums_up_the_drift_of_every_part():
+    # bug class: the merged verify.json keeping the first part's drift (half the cases compared)
+    from reports import merge
+
+    def part(index, case, identical, ulps):
+        records = [dict(_rec(case, "forward", identical, ulps, 0.1, 0.2), passed=True, kernel="k")]
+        plan = {"rev": "main", "commit": "abc", "repositories": [], "added": [], "removed": [], "renamed": []}
+        return (f"part{index}", {"shard": {"index": index, "count": 2}, "passed": True, "cases": records,
+                                 "kernels": [{"op": "rmsnorm", "name": "k", "status": "ok"}],
+                                 "baseline": drift.summarize(plan, [{"op": "rmsnorm", "name": "k"}], records)})
+
+    merged = merge.merge_verify([part(0, "c1", True, 0), part(1, "c2", False, 4)])
+    (k,) = merged["baseline"]["kernels"]
+    assert (k["cases"], k["identical"], k["changed"], k["max_ulps"]) == (2, 1, 1, 4)
+    assert merged["baseline"]["rev"] == "main"

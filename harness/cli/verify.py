@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "hang: the case fails with `timeout` and the kernel's job ends (default: harness.settings)")
     common.add_shard(p, what="cases of every kernel")
     p.add_argument("--baseline", metavar="REV", default=None,
-                   help="also run the kernels of git revision REV (a temporary worktree) on the same cases and report, "
+                   help="also run the kernels of git revision REV of the project and of each --plugin file's repository "
+                        "(temporary worktrees) on the same cases and report, "
                         "per kernel and case, bitwise identity, ulps and the error share against REV's")
     p.add_argument("--max-drift-ulps", type=int, default=None, metavar="N",
                    help="with --baseline: fail (exit 1) when an output differs from REV's by more than N ulps")
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.registry.registry import REGISTRY
 
     head = [e for e in REGISTRY.select(kind="kernel") if e.origin != "baseline"]
-    with baseline(args.baseline, head) as plan:  # the worktree is removed on any way out
+    with baseline(args.baseline, head, tuple(args.plugin)) as plan:  # the worktree is removed on any way out
         return _run(args, plan)
 
 

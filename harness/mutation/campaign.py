@@ -433,19 +433,8 @@ def kill_matrix(outcomes: list[Outcome]) -> dict[str, dict[str, str]]:
 
 
 def minimal_cases(outcomes: list[Outcome]) -> list[dict]:
-    """A small set of cases that together kill every detected mutant (greedy set cover over
-    the observed kills), largest first, each with the mutants it kills and a repro."""
-    kills: dict[str, set[str]] = {}
-    repro: dict[str, str] = {}
-    for o in outcomes:
-        if o.status.detected and o.killed_by and o.killed_by["case_id"] != "(between cases)":
-            kills.setdefault(o.killed_by["case_id"], set()).add(o.entry.name)
-            repro.setdefault(o.killed_by["case_id"], o.killed_by.get("repro", ""))
-    left = set().union(*kills.values()) if kills else set()
-    chosen = []
-    while left:
-        case = max(sorted(kills), key=lambda c: len(kills[c] & left))
-        covered = kills[case] & left
-        chosen.append({"case_id": case, "kills": sorted(covered), "repro": repro[case]})
-        left -= covered
-    return chosen
+    """A small set of cases that together kill every detected mutant, largest first
+    (reports.mutation_report.minimal_cases over these outcomes)."""
+    from reports.mutation_report import minimal_cases as cover
+
+    return cover([{"name": o.entry.name, "detected": o.status.detected, "killed_by": o.killed_by} for o in outcomes])

@@ -117,12 +117,15 @@ class Registry:
         self.entries: dict[tuple[str, str], KernelEntry] = {}
         self._loading_plugin: str | None = None
         self._captured: list[KernelEntry] | None = None
+        self._keeping_ops = False
 
     # --- ops -------------------------------------------------------------------------
     def add_op(self, spec: Any) -> Any:
         name = getattr(spec, "name", None)
         if not isinstance(name, str) or not name:
             raise RegistryError(f"an op spec needs a non-empty string 'name', got {name!r}")
+        if name in self.ops and self._keeping_ops:
+            return self.ops[name]
         if name in self.ops and _identity(self.ops[name]) != _identity(spec):
             raise RegistryError(f"op {name!r} is registered twice: {_origin(self.ops[name])} and {_origin(spec)}")
         self.ops[name] = spec
@@ -173,6 +176,16 @@ class Registry:
             yield self._captured
         finally:
             self._captured = previous
+
+    @contextlib.contextmanager
+    def keeping_ops(self):
+        """Inside the block an op declared again keeps its first declaration (a base revision's
+        plugin re-declares the op: the contract verified is the working tree's)."""
+        previous, self._keeping_ops = self._keeping_ops, True
+        try:
+            yield
+        finally:
+            self._keeping_ops = previous
 
     def select(self, *, op: str | None = None, kind: str = "kernel", pattern: str = "*") -> list[KernelEntry]:
         """Entries of one kind, filtered by op and by a glob on their names (several globs
