@@ -24,7 +24,7 @@ setup:
 verify: setup
 	@rc=0; export HARNESS_RUN_GROUP="make-verify-$$(date -u +%Y%m%dT%H%M%S)-$$$$"; \
 	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) --no-render $(NO_CACHE) $(if $(BASELINE),--baseline $(BASELINE)) $(ARGS) || rc=$$?; \
-	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT) || rc=$$?; \
+	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT) $(NO_CACHE) || rc=$$?; \
 	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) --jobs $(MUTATE_JOBS) $(NO_CACHE) $(MUTATE_ARGS) || rc=$$?; \
 	$(PY) -m harness report --report-dir $(REPORT) || rc=$$?; \
 	if [ $$rc -ne 0 ]; then echo "make verify: FAILED (exit $$rc); see $(REPORT)/index.html"; fi; \

@@ -97,7 +97,8 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
     lines += [""] + _mutation_lines(mutation)
     for name, data in sorted((extras or {}).items()):
         if data.get("passed") is not None:
-            lines += ["", f"### {name}: {_verdict(data.get('passed'))}"]
+            reused = f" (reused, verdict of {data['reused'].get('saved_at')})" if data.get("reused") else ""
+            lines += ["", f"### {name}: {_verdict(data.get('passed'))}{reused}"]
         if data.get("stale"):
             lines += ["", f"**{_cell(data['stale'])}**"]
         goals = [g for g in data.get("targets") or [] if g.get("text")]  # bench: each goal, met or the gap, what limits it

@@ -132,3 +132,34 @@ def test_mutate_reuses_the_sanity_step_and_each_mutant_outcome(tmp_path):
     assert second["passed"] and second["score"] == first["score"]
     console, third = _mutate(out, "--no-cache")
     assert "reused_from" not in third["mutants"][0] and "reused_from" not in third["sanity"]
+
+
+def test_a_plugins_contract_and_file_are_in_its_kernels_key(tmp_path):
+    # bug class: a plugin that registers a function of another module (its contract in the plugin
+    # file) keeping its verdict after the contract or the plugin changed
+    import dataclasses
+
+    import torch
+
+    from harness.incremental import plan as incremental
+    from harness.registry.registry import REGISTRY, Contract
+
+    plugin = tmp_path / "contract_plugin.py"
+    plugin.write_text("import torch\nfrom harness import register_kernel, Contract\n"
+                      "register_kernel('rmsnorm', name='inc_contract_k', contract=Contract(dtypes=(torch.float32,)))"
+                      "(torch.nn.functional.rms_norm)\n")
+    from harness.registry import loader
+
+    loader.load_plugin(str(plugin))
+    entry = REGISTRY.entries.pop(("rmsnorm", "inc_contract_k"))  # out of the registry other tests of this process see
+    spec = REGISTRY.op("rmsnorm")
+
+    def key(e):
+        keys.closure.cache_clear()
+        return keys.digest(incremental.kernel_parts(e, spec, backend="interpreter", device="cpu", settings={}))
+
+    first = key(entry)
+    assert key(dataclasses.replace(entry, contract=Contract(dtypes=(torch.float32, torch.float16)))) != first
+    assert loader.module_name(str(plugin)) in incremental.entry_closure(entry)
+    plugin.write_text(plugin.read_text() + "# edited\n")
+    assert key(entry) != first

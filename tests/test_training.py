@@ -4,7 +4,9 @@ trains with another RMSNorm (call counts), a save/reload that loses weights, pat
 import json
 
 from harness.cli import main
+from harness.incremental import key as keys
 from harness.registry.registry import REGISTRY, load_project_kernels
+from harness.settings import PROJECT_ROOT
 from harness.workflows import training
 
 TINY = training.Config(in_features=8, hidden=33, steps=5, batch=4, n_val=8, n_test=8)
@@ -86,3 +88,28 @@ def test_cli_names_the_known_kernels_for_an_unknown_one(tmp_path, capsys):
     assert main(["train-check", "--kernel", "no_such_kernel", "--report-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err  # other tests of this process may have registered more rmsnorm kernels
     assert "no_such_kernel" in err and "registered:" in err and "triton_rmsnorm" in err
+
+
+def test_cli_reuses_an_unchanged_verdict_and_reruns_a_changed_kernel(tmp_path, monkeypatch, capsys):
+    # targets: a reused verdict that hides a change to the kernel (or a run that never reuses)
+    monkeypatch.setitem(training.CONFIGS, "interpreter", TINY)
+    monkeypatch.setitem(training.CONFIGS, "cuda", TINY)
+    plugin = tmp_path / "my_rmsnorm.py"
+    plugin.write_text(f"import sys\nsys.path.insert(0, {str(PROJECT_ROOT / 'examples/plugins')!r})\n"
+                      "import _tutorial_impl\nfrom harness import register_kernel\n"
+                      "register_kernel('rmsnorm', name='my_train_rmsnorm')(_tutorial_impl.make())\n")
+    command = ["train-check", "--plugin", str(plugin), "--kernel", "my_train_rmsnorm", "--report-dir", str(tmp_path / "r")]
+    assert main(command) == 0
+    assert "my_train_rmsnorm: rerun: no saved verdict" in capsys.readouterr().out
+    assert main(command) == 0
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "r" / "train_check.json").read_text())
+    assert "my_train_rmsnorm: reused (verdict of " in out and "(reused: verdict of " in out
+    assert report["reused"]["saved_at"] and report["seconds"] == 0.0 and report["reused"]["seconds"] > 0
+    assert report["passed"] and report["figures"]["kernel_calls"] == {"forward": 5, "backward": 5}
+    assert main([*command, "--no-cache"]) == 0
+    assert "rerun: --no-cache" in capsys.readouterr().out
+    plugin.write_text(plugin.read_text() + "\n# one more line\n")
+    keys.closure.cache_clear()  # as the next command's fresh process would read the sources anew
+    assert main(command) == 0
+    assert f"rerun: {plugin} changed" in capsys.readouterr().out

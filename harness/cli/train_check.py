@@ -19,6 +19,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plugin", action="append", default=[], metavar="PATH", help="Python file that registers kernels (repeatable)")
     p.add_argument("--tutorial-dims", "--seed-dims", dest="tutorial_dims", action="store_true",
                    help="use the tutorial's dimensions (in_features 128) on the interpreter too (slower)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="train anew, reusing no saved verdict (otherwise the verdict is reused while nothing that "
+                        "can change it has changed: the kernel's module closure, the training workflow, the harness, "
+                        "torch/triton, backend, device and the options; REPORT_DIR/incremental)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,12 +35,27 @@ def run(args: argparse.Namespace) -> int:
     from harness.workflows import training
     from reports import environment, writer
 
+    from harness.incremental import plan as incremental
+    from harness.incremental.store import Store
+
     loader.load_all(plugins=args.plugin)
     entry = kernel_entry(args.kernel)
     cfg = training.CONFIGS["cuda" if args.tutorial_dims else backend.name]
     cfg = dataclasses.replace(cfg, seed=args.seed)
-    result = training.run(cfg, backend.device, entry.fn)
+    store = Store(args.report_dir, reuse=not args.no_cache)
+    settings = {"config": dataclasses.asdict(cfg), "plugins": sorted(args.plugin)}
+    plan = incremental.train_plan(entry, store, backend=backend.name, settings=settings)
+    if plan.reused:  # this gate spent no training time; the saved run's own time stays in its marker
+        saved = plan.saved["payload"]
+        result = {**saved, "seconds": 0.0, "reused": {**plan.marker(), "seconds": saved.get("seconds")},
+                  "notes": [*saved.get("notes", []), f"reused: the verdict of {plan.saved['saved_at']}, nothing it "
+                            f"depends on has changed since (--no-cache trains anew)"]}
+    else:
+        result = training.run(cfg, backend.device, entry.fn)
+    print(f"train-check: {entry.name}: {plan.describe()}")
     report = {**environment.header(backend.describe(), seed=args.seed), "kernel": entry.name, **result}
+    if not plan.reused:  # a run that ended here is complete (an interrupted or crashed one never gets this far)
+        incremental.remember(store, incremental.TRAIN, entry.name, plan, result)
     path = writer.write_json(args.report_dir, "train_check.json", report)
     print_summary(report, path=str(path))
     return 0 if report["passed"] else 1
@@ -77,4 +96,5 @@ def print_summary(report: dict, *, path: str) -> None:
         mark = "PASS" if cond["passed"] else "FAIL"
         print(f"  {mark}  {cond['name']:<{width}}  {cond['detail']}")
     verdict = "train-check passed" if report["passed"] else "train-check FAILED"
-    print(f"{verdict} in {report['seconds']:.1f} s; report: {path}")
+    when = f" (reused: verdict of {report['reused']['saved_at']})" if report.get("reused") else ""
+    print(f"{verdict} in {report['seconds']:.1f} s{when}; report: {path}")

@@ -42,6 +42,18 @@ class Plan:
         return {"saved_at": self.saved["saved_at"], "key": self.key}
 
 
+def entry_closure(entry) -> dict:
+    """The closure of the module that defines a kernel's function and, for a plugin's kernel, of
+    the plugin file that registered it (which may take the function from another module, and
+    holds its contract)."""
+    parts = dict(keys.closure(entry.fn.__module__))
+    if entry.plugin:
+        from harness.registry.loader import module_name
+
+        parts.update(keys.closure(module_name(entry.plugin)))
+    return parts
+
+
 def op_modules(spec) -> list[str]:
     """The modules that declare an op: its spec's class and, for a declared op, the modules of
     the declaration's functions (its reference oracle, its error terms)."""
@@ -74,7 +86,7 @@ def engine_closure() -> dict:
 def kernel_parts(entry, spec, *, backend: str, device: str, settings: dict) -> dict:
     return {
         "engine": engine_closure(),
-        "kernel": {"op": entry.op, "name": entry.name, "closure": dict(keys.closure(entry.fn.__module__))},
+        "kernel": {"op": entry.op, "name": entry.name, "closure": entry_closure(entry), "contract": repr(entry.contract)},
         "op": op_closure(spec),
         "harness": keys.harness_source(),
         "environment": keys.environment(backend, device),
@@ -146,6 +158,23 @@ def verify_plans(entries, store: Store, *, backend: str, settings: dict) -> list
             for e in entries]
 
 
+TRAIN = "train"
+
+
+def train_plan(entry, store: Store, *, backend: str, settings: dict) -> Plan:
+    """train-check's plan: the kernel's module closure, the training workflow's closure (its
+    model, data, reference path and conditions), the harness, the environment and the options."""
+    device = "cuda" if backend == "cuda" else "cpu"
+    parts = {
+        "kernel": {"op": entry.op, "name": entry.name, "closure": entry_closure(entry), "contract": repr(entry.contract)},
+        "engine": dict(keys.closure("harness.workflows.training")),
+        "harness": keys.harness_source(),
+        "environment": keys.environment(backend, device),
+        "settings": settings,
+    }
+    return plan(store, TRAIN, entry.name, parts)
+
+
 MUTANT = "mutant"
 
 
@@ -161,10 +190,10 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
         originals = {}
         for k in REGISTRY.select(op=e.op, kind="kernel"):
             if k.origin == "project":
-                originals.update(keys.closure(k.fn.__module__))
+                originals.update(entry_closure(k))
         parts = {
             "mutant": {"name": e.name, "fingerprint": e.meta.get("fingerprint"), "diff": e.meta.get("diff"),
-                       "closure": dict(keys.closure(e.fn.__module__))},
+                       "closure": entry_closure(e), "contract": repr(e.contract)},
             "kernel": {"op": e.op, "name": e.name, "closure": originals},
             "op": op_closure(REGISTRY.op(e.op)),
             "engine": engine_closure(),
@@ -188,10 +217,10 @@ def sanity_plan(ops: list[str], store: Store, *, backend: str, settings: dict) -
     parts = {"kernel": {"ops": ops, "closure": {}}, "op": {}, "mutant": {"closure": {}}}
     for e in REGISTRY.select(kind="kernel"):
         if e.origin == "project" and e.op in ops:
-            parts["kernel"]["closure"].update(keys.closure(e.fn.__module__))
+            parts["kernel"]["closure"].update(entry_closure(e))
     for e in REGISTRY.select(kind="mutant"):
         if e.name.startswith("sanity.forced_failure.") and e.op in ops:
-            parts["mutant"]["closure"].update(keys.closure(e.fn.__module__))
+            parts["mutant"]["closure"].update(entry_closure(e))
     for op in ops:
         parts["op"].update(op_closure(REGISTRY.op(op)))
     parts.update(engine=engine_closure(), harness=keys.harness_source(), environment=keys.environment(backend, device), settings=settings)

@@ -14,6 +14,12 @@ from harness.errors import PluginError, RegistryError
 from harness.registry.registry import REGISTRY, load_project_kernels
 
 
+def module_name(path: str) -> str:
+    """The name a plugin file is imported under (one per resolved path)."""
+    resolved = str(Path(path).resolve())
+    return f"harness_plugin_{Path(path).stem}_{hashlib.sha1(resolved.encode()).hexdigest()[:8]}"
+
+
 def load_plugin(path: str) -> None:
     """Import a plugin file; it registers kernels or mutants on import."""
     file = Path(path)
@@ -24,8 +30,7 @@ def load_plugin(path: str) -> None:
     if file.suffix != ".py":
         raise PluginError(f"plugin {path} must be a Python file (.py)")
     resolved = str(file.resolve())
-    digest = hashlib.sha1(resolved.encode()).hexdigest()[:8]
-    name = f"harness_plugin_{file.stem}_{digest}"
+    name = module_name(path)
     if name in sys.modules:
         return
     spec = importlib.util.spec_from_file_location(name, resolved)
