@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
-from reports import drift, library_tests, plots, timing
+from reports import drift, library_tests, plot_cache, plots, timing
 
 __all__ = ["render", "FILTERS", "FAILURES_PER_GROUP"]
 
@@ -113,7 +113,15 @@ def _filter_options(cases: list[dict]) -> dict[str, list[str]]:
     return options
 
 
-def _mutation_context(mutation: dict) -> dict:
+def _kill_matrix_input(mutation: dict) -> dict:
+    """What the kill matrix is drawn from, without the run's clock and paths (its cache key)."""
+    keep = ("name", "status", "op")
+    return {"mutants": [{**{k: m[k] for k in keep if k in m}, "killed_by": {"check": (m.get("killed_by") or {}).get("check")}
+                         if m.get("killed_by") else None} for m in mutation.get("mutants", [])],
+            "kill_matrix": mutation.get("kill_matrix") or {}}
+
+
+def _mutation_context(mutation: dict, figures: plot_cache.PlotCache) -> dict:
     order = ("survived", "timeout", "crashed", "killed", "incompetent", "equivalent")
     mutants = sorted(mutation.get("mutants", []), key=lambda m: (order.index(m["status"]) if m.get("status") in order else len(order),
                                                                   m.get("op", ""), m.get("name", "")))
@@ -138,7 +146,7 @@ def _mutation_context(mutation: dict) -> dict:
         "created": mutation.get("created"),
         "device": mutation.get("device"),
         "command": mutation.get("command"),
-        "heatmap": plots.kill_matrix_figure(mutation),
+        "heatmap": figures.draw(plots.kill_matrix_figure, _kill_matrix_input(mutation)),
         "library": _library_context(mutation),
     }
 
@@ -206,6 +214,7 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
     if verify is None and mutation is None:
         raise ValueError("render() needs verify.json or mutation.json data")
     directory = Path(directory) if directory is not None else None
+    figures = plot_cache.PlotCache(directory)
     # fields a report of an older or newer harness may lack render as "-", never as an error
     header = {"backend": "?", "device": None, "versions": {}, "seed": None, "command": None, "created": None, **(verify or mutation)}
     cases = _case_rows(verify) if verify else []
@@ -226,12 +235,12 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
         "failures_per_group": FAILURES_PER_GROUP,
         "filters": FILTERS,
         "options": _filter_options(cases),
-        "error_plot": plots.error_ratio_figure(cases, verify.get("kernels", [])) if verify else None,
+        "error_plot": figures.draw(plots.error_ratio_figure, cases, verify.get("kernels", [])) if verify else None,
         "plots_available": plots.available(),
         "drift": verify.get("baseline") if verify else None,
         "drift_plot": drift.figure(verify.get("cases", [])) if verify and verify.get("baseline") else None,
         "max_panels": plots.MAX_KERNEL_PANELS,
-        "mutation": _mutation_context(mutation) if mutation else None,
+        "mutation": _mutation_context(mutation, figures) if mutation else None,
         "mutation_command": mutation.get("command") if mutation and verify else None,
         "extras": _extras_context(extras or {}, directory),
         "timing": _timing_rows(verify, mutation, extras),
@@ -240,4 +249,5 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
         "stale": [(name, data["stale"]) for name, data in (("verify.json", verify), ("mutation.json", mutation),
                                                            *sorted((extras or {}).items())) if data and data.get("stale")],
     }
+    figures.prune()
     return _environment().get_template("index.html.j2").render(**context)

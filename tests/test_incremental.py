@@ -163,3 +163,29 @@ def test_a_plugins_contract_and_file_are_in_its_kernels_key(tmp_path):
     assert loader.module_name(str(plugin)) in incremental.entry_closure(entry)
     plugin.write_text(plugin.read_text() + "# edited\n")
     assert key(entry) != first
+
+
+def test_a_batch_of_saved_outcomes_rewrites_the_manifest_once(tmp_path, monkeypatch):
+    # bug class: one manifest rewrite per saved outcome (quadratic: minutes at the end of a campaign),
+    # or files saved by an interrupted batch left out of the manifest (make clean would keep them)
+    from reports import manifest
+
+    from harness.incremental.store import Store
+
+    saves = []
+    real = manifest._save
+    monkeypatch.setattr(manifest, "_save", lambda d, data: (saves.append(len(data["files"])), real(d, data)))
+    store = Store(tmp_path)
+    with store.batch():
+        for i in range(50):
+            store.put("mutant", f"k{i}", {"status": "killed"}, {})
+        assert not saves
+    assert saves == [50]
+    try:
+        with store.batch():
+            store.put("mutant", "late", {"status": "killed"}, {})
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert manifest.owns(store.folder, "mutant-late.json") and "mutant-late.json" in manifest.read(store.folder)["files"]
+    assert store.get("mutant", "k7")["payload"] == {"status": "killed"}

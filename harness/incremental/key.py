@@ -48,7 +48,8 @@ def _installed(path: Path) -> bool:
     return "site-packages" in path.parts or "dist-packages" in path.parts or path.is_relative_to(_STDLIB)
 
 
-def _imported_names(path: Path, package: str) -> set[str]:
+@lru_cache(maxsize=None)  # one parse per file and process: every closure walks the same shared modules
+def _imported_names(path: Path, package: str) -> frozenset[str]:
     names = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -60,7 +61,7 @@ def _imported_names(path: Path, package: str) -> set[str]:
                 base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
-    return {n for n in names if n}
+    return frozenset(n for n in names if n)
 
 
 @lru_cache(maxsize=None)

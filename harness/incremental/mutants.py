@@ -36,12 +36,13 @@ def save(store: Store, plans: dict, outcomes) -> None:
     from harness.mutation.outcome import Status
 
     kept = (Status.KILLED, Status.SURVIVED, Status.INCOMPETENT)
-    for o in outcomes:
-        p = plans.get(o.entry.name)
-        if p is None or p.reused or o.reused_from or o.status not in kept:
-            continue
-        payload = {k: v for k, v in o.to_dict().items() if k in ("status", "killed_by", "seconds", "note", "gpu")}
-        incremental.remember(store, incremental.MUTANT, f"{o.entry.op}/{o.entry.name}", p, payload)
+    with store.batch():
+        for o in outcomes:
+            p = plans.get(o.entry.name)
+            if p is None or p.reused or o.reused_from or o.status not in kept:
+                continue
+            payload = {k: v for k, v in o.to_dict().items() if k in ("status", "killed_by", "seconds", "note", "gpu")}
+            incremental.remember(store, incremental.MUTANT, f"{o.entry.op}/{o.entry.name}", p, payload)
 
 
 def saved_sanity(plan_):

@@ -10,6 +10,7 @@ removes the store and nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -26,6 +27,7 @@ class Store:
         self.folder = Path(report_dir) / SUBDIR
         self.enabled = enabled
         self.reuse = reuse
+        self._unlisted: list[str] | None = None  # inside batch(): files written, listed at its end
 
     def _path(self, kind: str, key: str) -> Path:
         return self.folder / f"{kind}-{key}.json"
@@ -59,9 +61,30 @@ class Store:
         os.replace(tmp, self._path(kind, key))
         # listed in the folder's own manifest: `make clean` removes it, and the folder (cached by CI
         # with its manifest) is the harness's
+        if self._unlisted is not None:
+            self._unlisted.append(self._path(kind, key).name)
+        else:
+            self._list([self._path(kind, key).name])
+
+    @contextlib.contextmanager
+    def batch(self):
+        """Puts inside the block are listed in the manifest once, at its end (also on an error or
+        Ctrl-C): saving a campaign's outcomes one manifest rewrite each was quadratic."""
+        outer = self._unlisted is not None
+        if not outer:
+            self._unlisted = []
+        try:
+            yield self
+        finally:
+            if not outer:
+                names, self._unlisted = self._unlisted, None
+                if names:
+                    self._list(names)
+
+    def _list(self, names: list[str]) -> None:
         from reports import manifest
 
-        manifest.record(self.folder, self._path(kind, key).name)
+        manifest.record_many(self.folder, names)
 
 
 def now() -> str:
