@@ -17,6 +17,8 @@ import subprocess
 import sys
 import threading
 
+from harness.exits import describe_exit
+
 VERDICT_FD_ENV = "HARNESS_VERDICT_FD"
 NO_VERDICT = 3
 
@@ -134,17 +136,8 @@ def verdict(code: int, said: str) -> int:
         return code
     if said == "130" and code == -signal.SIGINT:  # it said "interrupted", then Python's exit re-raised the Ctrl-C
         return 130
-    print(f"error: the harness process ended before giving a verdict ({_how(code)}): something it loaded or ran "
+    print(f"error: the harness process ended before giving a verdict (it {describe_exit(code)}): something it loaded or ran "
           f"(a plugin file, a kernel) ended the process, or the harness itself failed (a traceback above says so); "
           f"nothing it did can be trusted: exit status {NO_VERDICT}",
           file=sys.stderr)
     return NO_VERDICT
-
-
-def _how(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit status {code}"

@@ -126,5 +126,5 @@ def test_a_crash_message_leads_with_the_workers_last_error_line():
     # reports keep a message's first 500 characters: the cause must come before the traceback
     assert msg.startswith("the worker process exited with status 1: torch.AcceleratorError: CUDA error: an illegal memory access")
     assert msg.endswith(tail)
-    assert _crash_message(-11, "") == "the worker process killed by signal SIGSEGV"
+    assert _crash_message(-11, "") == "the worker process was killed by SIGSEGV"
     assert _crash_message(1, "no error line here") == "the worker process exited with status 1\nno error line here"

@@ -22,7 +22,7 @@ def _run(*args, tmp_path):
 def test_a_plugin_that_exits_with_status_0_at_import_is_no_verdict(tmp_path):
     done = _run("verify", "--plugin", "tests/fixtures/misbehaving/exits_at_import.py", tmp_path=tmp_path)
     assert done.returncode == launcher.NO_VERDICT, done.stderr
-    assert "ended before giving a verdict (exit status 0)" in done.stderr
+    assert "ended before giving a verdict (it exited with status 0)" in done.stderr
     assert not (tmp_path / "out" / "verify.json").exists()
 
 

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from harness.exits import describe_exit
 from harness.settings import DEFAULTS, PROJECT_ROOT, current as current_settings
 from harness.cases.case import repro_command, Case
 from harness.record.case_record import CaseRecord, Phase
@@ -307,18 +308,9 @@ def _crash_message(code: int, tail: str) -> str:
     """How the worker ended, its last error line first (reports keep a message's start: a CUDA
     error raised in the next case's oracle would otherwise be cut off behind its traceback),
     then the end of what it printed."""
-    head = f"the worker process {_describe_exit(code)}"
+    head = f"the worker process {describe_exit(code)}"
     error = next((line.strip() for line in reversed(tail.splitlines()) if _ERROR_LINE.match(line.strip())), "")
     return head + (f": {error}" if error else "") + (f"\n{tail}" if tail else "")
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with status {code}"
 
 
 def _judged_status(run: _Worker) -> JobStatus:

@@ -23,10 +23,11 @@ import io
 import pickle
 import sys
 import types
-import signal
 import time
 from multiprocessing.connection import wait
 from typing import Any
+
+from harness.exits import describe_exit
 
 from harness.run.kernel_host import KernelEnd, KernelError, KernelLost, NotATensor, Reply
 from harness.settings import Settings
@@ -65,17 +66,6 @@ def _bare_main():
         yield
     finally:
         sys.modules["__main__"] = main
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "stopped answering"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code}"
 
 
 class KernelProcess:
@@ -215,7 +205,7 @@ class KernelProcess:
                                   "was killed (hang?)", fatal=True)
         self.proc.join(timeout=5)
         hint = " (the kernel called sys.exit/os._exit?)" if self.proc.exitcode == 0 else ""
-        self._lose("crash", f"the kernel process {_describe_exit(self.proc.exitcode)} during {what}{hint}", fatal=fatal)
+        self._lose("crash", f"the kernel process {describe_exit(self.proc.exitcode)} during {what}{hint}", fatal=fatal)
 
     def _lose(self, check: str, message: str, *, fatal: bool):
         self.kill()
