@@ -122,7 +122,7 @@ def _launch(argv: list[str]) -> int:
         listener = threading.Thread(target=relay.listen, args=(read_end,), daemon=True)
         listener.start()
         code = relay.child.wait()
-        listener.join()
+        listener.join(timeout=10)  # a process the child left behind may hold the pipe open: never wait on it
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
