@@ -217,6 +217,7 @@ class DeclaredOp(OpSpec):
         for name, value, spread, term, n in zip(names, base, spreads, terms, self.sum_lengths(inputs)):
             expected[name] = value
             expected[f"{name}_magnitude"] = rounding.allowance(spread, term, n)
+            expected[f"{name}_terms"] = term  # for a kernel declaring Contract(precision="input")
         return expected
 
     def terms(self, f64: list[Any], upstream: torch.Tensor, base: list[torch.Tensor], grad_wrt) -> list[torch.Tensor]:

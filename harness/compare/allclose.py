@@ -177,6 +177,9 @@ def _units_line(units: float, model: str, dtype: torch.dtype) -> str:
     if not math.isfinite(units):
         return f"Error = {units} x {what}: the terms are 0 there, so any error is a logic error"
     verdict = "a precision choice at most" if units <= 8 else "more than rounding explains: a logic error or a precision bug"
+    if units <= 8 and dtype in (torch.float16, torch.bfloat16):
+        verdict += (f" (a kernel that rounds its intermediates to {name} by design declares it: "
+                    "Contract(precision='input'))")
     return f"Error = {units:.3g} x {what}: {verdict}"
 
 

@@ -26,6 +26,8 @@ import dataclasses
 
 import torch
 
+from harness.compare.rounding import UNIT_ROUNDOFF
+
 
 @dataclasses.dataclass(frozen=True)
 class Tolerance:
@@ -54,3 +56,31 @@ def for_dtype(dtype: torch.dtype) -> Tolerance:
         return TABLE[dtype]
     except KeyError:
         raise KeyError(f"no tolerance for dtype {dtype}; add a row to harness/compare/tolerances.py TABLE") from None
+
+
+# Contract(precision="input"): a kernel that rounds its intermediates (logits, a normalised row) to
+# the fp16/bf16 input dtype by design is allowed this many roundings of that dtype on the terms a
+# formula sums or cancels: the bound up to which a failure message already calls an error "a
+# precision choice at most" (harness.compare.allclose), so a declared convention reproduced
+# faithfully passes and a precision loss beyond it still fails.
+DECLARED_ULPS = 8.0
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def declared_precision(tol: Tolerance, magnitude: torch.Tensor | None, terms: torch.Tensor | None,
+                       expected: torch.Tensor, in_dtype: torch.dtype) -> tuple[Tolerance, torch.Tensor | None]:
+    """The tolerance and magnitude of one value check of a kernel declaring
+    ``Contract(precision="input")``: unchanged for fp32 inputs; for fp16/bf16, DECLARED_ULPS
+    roundings of the input dtype on the terms (``terms``, else the table model's magnitude, else
+    |expected|) are added to what the op's error model allows."""
+    if in_dtype not in LOW_PRECISION:
+        return tol, magnitude
+    extra = DECLARED_ULPS * UNIT_ROUNDOFF[in_dtype]
+    name = str(in_dtype).removeprefix("torch.")
+    why = f"{tol.why}; Contract(precision='input'): + {DECLARED_ULPS:g} {name} roundings of the terms"
+    if tol.model == "rounding":  # the magnitude is an allowance added as is (terms_rtol = 1)
+        size = (terms if terms is not None else expected).detach().to(torch.float64).abs()
+        size = torch.where(torch.isfinite(size), size, torch.zeros_like(size))
+        allowance = extra * size if magnitude is None else magnitude.to(torch.float64) + extra * size.to(magnitude.device)
+        return dataclasses.replace(tol, rtol=max(tol.rtol, extra), why=why), allowance
+    return dataclasses.replace(tol, rtol=max(tol.rtol, extra), terms_rtol=max(tol.terms_rtol, extra), why=why), magnitude

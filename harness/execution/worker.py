@@ -63,15 +63,28 @@ def health(be) -> str | None:
     return None
 
 
-def _entry(op: str, name: str, data: dict):
+class _RemoteRule:
+    """A Contract(rule=...) as the judge sees it: the function stays in the kernel process, which
+    answers for it (harness.run.kernel_process.KernelProcess.rule)."""
+
+    def __init__(self, name: str, process) -> None:
+        self.__qualname__ = name
+        self.process = process
+
+    def __call__(self, *args):
+        return self.process.rule(args)
+
+
+def _entry(op: str, name: str, data: dict, process=None):
     """The judge's view of a registered entry: what the kernel process said, without the function."""
     from harness.registry.registry import Contract, KernelEntry
     from properties.strategies import dtype_from_name
 
     c = data["contract"]
+    rule = _RemoteRule(c["rule"], process) if c.get("rule") and process is not None else None
     contract = Contract(dtypes=tuple(dtype_from_name(d) for d in c["dtypes"]) if c["dtypes"] is not None else None,
                         max_n=c["max_n"], contiguous=c["contiguous"], deterministic=c["deterministic"],
-                        waive=dict(c.get("waive") or {}))
+                        waive=dict(c.get("waive") or {}), precision=c.get("precision", "float32"), rule=rule)
     return KernelEntry(op, name, _called_in_the_judge, contract, data["kind"], data["origin"], data["defined_at"],
                        data["plugin"], data["description"], dict(data["meta"]))
 
@@ -86,7 +99,7 @@ def run_job(job: dict, index: int, out: _Out, be, process) -> None:
     from harness.run.suite import run_suite
 
     spec = _op_spec(job)
-    entry = _entry(job["op"], job["kernel"], process.bind(job["op"], job["kernel"]))
+    entry = _entry(job["op"], job["kernel"], process.bind(job["op"], job["kernel"]), process)
 
     def on_start(case):
         out.emit("start", job=index, case_id=case.id)

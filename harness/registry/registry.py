@@ -31,6 +31,14 @@ class Contract:
     torch returns NaN when every row is ignored): failures of that check are reported as
     ``waived`` with the reason, never as passed or failed; a waiver whose check no longer fails
     is reported as stale. Keys are the op's check names (checked at registration).
+    ``precision="input"`` declares that the kernel rounds intermediate results (logits, a
+    normalised row) to its fp16/bf16 input dtype by design, as Liger-Kernel's fused linear
+    cross-entropy does with its logits: its fp16/bf16 value checks then allow
+    ``DECLARED_ULPS`` roundings of the input dtype on the terms each formula sums or cancels
+    (harness.compare.tolerances.declared_precision), and every such record says so; the
+    default ``"float32"`` holds the kernel to the op's error model for fp32 intermediates.
+    ``rule``: a function of the kernel's arguments that returns why they fall outside the
+    contract (a string), or None inside it, for limits the fields above cannot say (``V >= 2``).
     """
 
     dtypes: tuple[torch.dtype, ...] | None = None
@@ -38,6 +46,10 @@ class Contract:
     contiguous: bool = False
     deterministic: bool = True
     waive: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
+    precision: str = "float32"
+    # repr=False: a function's repr holds its address, which would change every key of the
+    # incremental store; the rule's source is in the key through the module that defines it
+    rule: Callable[..., str | None] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.dtypes is not None:
@@ -59,14 +71,21 @@ class Contract:
                 "write e.g. waive={'all_ignored': 'returns 0 by design'}"
             )
         object.__setattr__(self, "waive", dict(waive))
+        if self.precision not in PRECISIONS:
+            raise RegistryError(f"Contract(precision=...) is one of {', '.join(map(repr, PRECISIONS))}, got {self.precision!r}: "
+                                "'input' declares intermediates rounded to the fp16/bf16 input dtype by design")
+        if self.rule is not None and not callable(self.rule):
+            raise RegistryError(f"Contract(rule=...) takes a function of the kernel's arguments returning why they are "
+                                f"outside the contract (a string) or None, got {self.rule!r}")
 
     def violations(self, args: Iterable[Any]) -> list[str]:
         """Why these kernel arguments fall outside the contract (empty list: inside)."""
+        args = tuple(args)
+        reasons = self.rule_violations(args)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors:
-            return []
+            return reasons
         first = tensors[0]
-        reasons = []
         if self.dtypes is not None and first.dtype not in self.dtypes:
             names = ", ".join(str(d).removeprefix("torch.") for d in self.dtypes)
             reasons.append(f"dtype {str(first.dtype).removeprefix('torch.')} not in ({names})")
@@ -77,6 +96,30 @@ class Contract:
             if strided:
                 reasons.append(f"non-contiguous tensor input(s) at position(s) {strided} with contiguous=True")
         return reasons
+
+    def rule_name(self) -> str:
+        return _rule_name(self.rule)
+
+    def rule_violations(self, args: tuple) -> list[str]:
+        """What ``rule`` says of these arguments, as reasons (a broken rule: RegistryError)."""
+        why = self.rule_reason(args)
+        return [f"{why} (rule {_rule_name(self.rule)})"] if why else []
+
+    def rule_reason(self, args: tuple) -> str | None:
+        """``rule(*args)``, checked: a non-empty string or None."""
+        if self.rule is None:
+            return None
+        name = _rule_name(self.rule)
+        try:
+            why = self.rule(*args)
+        except RegistryError:
+            raise
+        except Exception as exc:  # a broken rule is the plugin's error, said in one line
+            raise RegistryError(f"Contract(rule={name}) raised {type(exc).__name__}: {exc}") from None
+        if why is not None and (not isinstance(why, str) or not why.strip()):
+            raise RegistryError(f"Contract(rule={name}) returned {why!r}; it must return None "
+                                "(inside the contract) or a non-empty string saying why not")
+        return why or None
 
     def describe(self) -> str:
         parts = []
@@ -90,7 +133,18 @@ class Contract:
             parts.append("nondeterministic")
         if self.waive:
             parts.append("waives " + "/".join(sorted(self.waive)))
+        if self.precision != "float32":
+            parts.append(f"precision={self.precision}")
+        if self.rule is not None:
+            parts.append(f"rule {_rule_name(self.rule)}")
         return ", ".join(parts) or "unrestricted"
+
+
+PRECISIONS = ("float32", "input")
+
+
+def _rule_name(rule: Callable[..., Any]) -> str:
+    return getattr(rule, "__qualname__", None) or getattr(rule, "__name__", None) or type(rule).__name__
 
 
 @dataclasses.dataclass(frozen=True)

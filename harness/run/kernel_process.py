@@ -178,6 +178,17 @@ class KernelProcess:
         reply.startup_s = startup
         return reply
 
+    def rule(self, args: tuple) -> str | None:
+        """The bound entry's Contract(rule=...) evaluated where the rule lives: this process's
+        kernel process (the judge never imports a kernel's code): why they are outside, or None."""
+        from harness.errors import RegistryError
+
+        self._ensure()
+        answer = self._request(("rule", args), "the contract's rule", self.settings.watchdog_base(self.backend), fatal=True)
+        if answer.get("error"):
+            raise RegistryError(answer["error"])
+        return answer.get("why")
+
     def health(self) -> str | None:
         if self.proc is None:
             return None

@@ -52,8 +52,21 @@ def _entry_data(entry) -> dict:
             "dtypes": [str(d).removeprefix("torch.") for d in c.dtypes] if c.dtypes is not None else None,
             "max_n": c.max_n, "contiguous": bool(c.contiguous), "deterministic": bool(c.deterministic),
             "waive": {str(k): str(v) for k, v in (c.waive or {}).items()},
+            "precision": c.precision,
+            # the rule is a function of this process: the judge asks for its answer ("rule" requests)
+            "rule": c.rule_name() if c.rule is not None else None,
         },
     }
+
+
+def _rule(entry, args: tuple) -> dict:
+    """The bound entry's Contract(rule=...) on the judge's arguments: its answer, or why it broke."""
+    from harness.errors import RegistryError
+
+    try:
+        return {"why": entry.contract.rule_reason(args)}
+    except RegistryError as exc:
+        return {"error": str(exc)}
 
 
 def _plain(value: Any) -> Any:
@@ -130,6 +143,8 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
             conn.send({"entry": _entry_data(entry)})
         elif kind == "health":
             conn.send({"problem": health(device)})
+        elif kind == "rule":
+            conn.send(_rule(entry, *payload))
         else:
             _send(conn, _answer(getattr(session, kind)(*payload), entry.fn))
 

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import torch
 
 from harness.cases.case import Case, repro_command
+from harness.compare import tolerances
 from harness.record.case_record import CaseRecord, Phase
 from harness.registry.opspec import Meta, OpInputs, OpSpec
 from harness.registry.registry import KernelEntry
@@ -207,7 +208,11 @@ class _Steps:
     def compare(self, name: str, actual, meta: Meta, expected: dict):
         check = self.spec.check_name(name, self.case)
         tol = self.spec.tolerance(check, self.case, meta.dtype)
-        return check, checks.values(actual, expected[name], meta.dtype, tol, expected.get(f"{name}_magnitude"))
+        magnitude = expected.get(f"{name}_magnitude")
+        if self.entry.contract.precision == "input":
+            tol, magnitude = tolerances.declared_precision(tol, magnitude, expected.get(f"{name}_terms"), expected[name],
+                                                           self.inputs.dtype)
+        return check, checks.values(actual, expected[name], meta.dtype, tol, magnitude)
 
     def values(self, metas, expected: dict, grad_error: str | None) -> None:
         for name, actual, meta in metas:
