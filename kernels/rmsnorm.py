@@ -14,7 +14,9 @@ for the padding lanes and rows; every load is upcast to fp32 before
 any arithmetic (this is also what keeps bf16 right in the Triton interpreter). The backward
 runs programs over contiguous blocks of rows; each writes dx for its rows and one private
 row of fp32 partial dgamma sums (no atomics), which a second kernel reduces over programs.
-With one row per program this is exactly the tutorial's per-row scheme.
+With one row per program this is exactly the tutorial's per-row scheme. Offsets into
+the inputs are int64, rows and columns alike: row * stride_xm passes 2^31 elements in a large
+x, and col * stride_xn in a column-major one (the CUDA floor's index-width cases).
 
 Contract (checked before any output is allocated): x [M, N] and gamma [N] of one dtype among
 fp32/fp16/bf16, on one device, any strides, 1 <= N <= 65536, eps a finite float > 0.
@@ -53,7 +55,7 @@ def _rmsnorm_forward(
     BLOCK: tl.constexpr,
 ):
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, BLOCK)
+    cols = tl.arange(0, BLOCK).to(tl.int64)
     row_mask = rows < M
     mask = row_mask[:, None] & (cols[None, :] < N)
     x = tl.load(X + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=mask, other=0.0).to(tl.float32)
@@ -84,7 +86,7 @@ def _rmsnorm_backward(
     BLOCK: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
+    cols = tl.arange(0, BLOCK).to(tl.int64)
     col_mask = cols < N
     g = tl.load(G + cols * stride_g, mask=col_mask, other=0.0).to(tl.float32)
     acc = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
