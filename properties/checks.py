@@ -41,13 +41,29 @@ class Snapshot:
             if a.numel() != b.numel():
                 out.append(f"{name}: storage resized from {a.numel()} to {b.numel()} bytes")
                 continue
-            diff = (a != b).nonzero()
-            if diff.numel():
-                first = int(diff[0].item())
+            count, first = _changed_bytes(a, b)
+            if count:
                 inside = _byte_in_view(t, first)
                 where = "inside the view" if inside else "outside the view (padding of its storage)"
-                out.append(f"{name}: {diff.numel()} byte(s) changed, first at storage byte {first}, {where}")
+                out.append(f"{name}: {count} byte(s) changed, first at storage byte {first}, {where}")
         return out
+
+
+CHUNK_BYTES = 1 << 28
+
+
+def _changed_bytes(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int]:
+    """(how many bytes differ, the first that does), compared in chunks: the storage of an
+    index-width case (properties.layouts) spans GBs, and a mask over all of it would cost as
+    much again."""
+    count, first = 0, -1
+    for start in range(0, a.numel(), CHUNK_BYTES):
+        diff = a[start:start + CHUNK_BYTES] != b[start:start + CHUNK_BYTES]
+        n = int(diff.sum().item())
+        if n and first < 0:
+            first = start + int(diff.nonzero()[0].item())
+        count += n
+    return count, first
 
 
 def _byte_in_view(t: torch.Tensor, byte: int) -> bool:

@@ -5,15 +5,20 @@ From the declared inputs the engine derives, identically for every declared op:
   beyond 4096 (8191 in the interpreter, 16385 on a GPU), the other dims at 7; the largest
   input kept within the backend's element budget, the dims that count programs (all but the
   innermost of each input) within the backend's row limit. Crossed with every dtype; layouts,
-  value kinds and scalar values taken in turn;
+  value kinds and scalar values taken in turn. On CUDA also the index-width cases
+  (properties.layouts): each float input and the upstream gradient stretched in turn by
+  index_width_rows and (2-D and more) index_width_cols, rows 3..5 and row lengths 7..33, bf16
+  and fp32 in turn, the ``peaked`` value kind where the op has it (a max pass that reads a wrong
+  address misses the peak and exp overflows), else its first; never drawn by the strategy;
 - a hypothesis strategy drawing the same parameters from the same ranges;
 - inputs: the case's value kind for ``Tensor(values="kind")``, each float input placed with
-  the case's layout (properties.layouts: every tensor input, index tensors too);
+  the case's layout (properties.layouts: every tensor input, index tensors too; under an
+  index-width layout only the input the case's ``wide`` names, the others contiguous);
 - the oracle: the float64 reference, gradients by float64 autograd through it (or the
   declaration's explicit backward), and per element the spread of both under the input
   dtype's rounding of the inputs and the upstream gradient (harness.compare.rounding), which
   the tolerance allows;
-- case ids ``op:M=..,N=..,dtype=..,layout=..,values=..,<scalars>,[ignored=..,]seed=..``.
+- case ids ``op:M=..,N=..,dtype=..,layout=..,[wide=..,]values=..,<scalars>,[ignored=..,]seed=..``.
 Any method can be overridden in a subclass (``class MyOp(DeclaredOp)``) like any OpSpec's.
 """
 
@@ -30,6 +35,7 @@ from harness.compare import rounding
 from harness.compare.tolerances import Tolerance
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.registry.opspec import Meta, OpInputs, OpSpec
+from harness.errors import UsageError
 from properties import layouts, row_kinds, strategies, values
 
 ALL_IGNORED = "all_ignored"
@@ -43,6 +49,11 @@ FLOOR_SIZES = (1, 2, 17, 31, 63, 64, 65, 127, 255, 256, 257, 1023, 1025, 4093, 4
 FLOOR_SIZES_GPU = (16385,)
 COMPANION = 7  # the other dims of a floor shape: small, prime, more than one row
 SEED_BASE = 3000
+# the CUDA floor's index-width cases (properties.layouts): small shapes, one input stretched
+INDEX_WIDTH_DTYPES = (torch.bfloat16, torch.float32)
+INDEX_WIDTH_ROWS = (3, 4, 5)  # the dims that count rows
+INDEX_WIDTH_INNER = (7, 17, 33)  # the row length
+INDEX_WIDTH_SEED = 3900
 
 
 class DeclaredOp(OpSpec):
@@ -67,6 +78,10 @@ class DeclaredOp(OpSpec):
         self.layouts = layouts.PERMUTED_LAYOUTS if rank > 2 else strategies.LAYOUTS
         if len(tensors) > 1:  # inputs in different layouts in one call (properties.layouts)
             self.layouts = self.layouts + (layouts.MIXED,)
+        # what an index-width case may stretch (its ``wide``): each float input, the upstream gradient
+        self.wide_inputs = tuple((i.name, i.shape) for i in decl.inputs if isinstance(i, Tensor))
+        if decl.output:
+            self.wide_inputs += ((layouts.UPSTREAM, decl.output),)
 
     # --- cases -----------------------------------------------------------------------
     def max_size(self, dim: str, backend: str) -> int:
@@ -85,8 +100,11 @@ class DeclaredOp(OpSpec):
         return sizes
 
     def case(self, sizes: dict[str, int], dtype: torch.dtype, layout: str, kind: str,
-             scalars: dict[str, Any], ignored: str | None, seed: int) -> Case:
-        params: dict[str, Any] = dict(sizes, dtype=strategies.dtype_name(dtype), layout=layout, values=kind)
+             scalars: dict[str, Any], ignored: str | None, seed: int, wide: str | None = None) -> Case:
+        params: dict[str, Any] = dict(sizes, dtype=strategies.dtype_name(dtype), layout=layout)
+        if wide is not None:
+            params[layouts.WIDE] = wide
+        params["values"] = kind
         params.update(scalars)
         if self.ignorable is not None:
             n_rows = math.prod(sizes[d] for d in self.ignorable.shape)
@@ -128,7 +146,45 @@ class DeclaredOp(OpSpec):
                     scalars = {s.name: s.values[0] for s in self.scalars}
                     cases.append(self.case(shape, dtype, "contiguous", kinds[0], scalars, "all", SEED_BASE + i))
                     i += 1
+        if backend == "cuda":
+            cases += self.index_width_cases()
         return cases
+
+    def index_width_cases(self) -> list[Case]:
+        """Each float input and the upstream gradient stretched in turn by each index-width
+        layout (a 1-D input only by index_width_rows: it has one stride), the others contiguous."""
+        kinds = self.decl.value_kinds
+        kind = "peaked" if "peaked" in kinds else kinds[0]
+        cases, j = [], 0
+        for li, layout in enumerate(layouts.INDEX_WIDTH_LAYOUTS):
+            for k, (name, dims) in enumerate(self.wide_inputs):
+                if layout == layouts.INDEX_WIDTH_COLS and len(dims) == 1:
+                    continue
+                sizes = {d: (INDEX_WIDTH_INNER if d in self.inner else INDEX_WIDTH_ROWS)[j % 3] for d in self.dims}
+                sizes = {d: max(1, min(n, self.max_size(d, "cuda"))) for d, n in sizes.items()}
+                if sizes[dims[layouts.index_width_dim(layout, len(dims))]] < layouts.INDEX_WIDTH_MIN:
+                    continue  # the declaration caps that dim below what the layout needs
+                scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
+                dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]  # each input meets both
+                # no row ignored: the stretched rows' offsets past 2**31 are the last ones, which
+                # "some" always ignores (a loss and gradient that never read them)
+                cases.append(self.case(sizes, dtype, layout, kind, scalars, "none", INDEX_WIDTH_SEED + j, wide=name))
+                j += 1
+        return cases
+
+    def validate_case(self, case: Case) -> None:
+        """The layout is one of the op's (or an index-width one, with a ``wide`` input it can
+        stretch); the other parameters are checked where they are used."""
+        layout = case.get("layout")
+        allowed = self.layouts + layouts.INDEX_WIDTH_LAYOUTS
+        if layout not in allowed:
+            raise UsageError(f"--case {case.id}: layout={layout} is not allowed; layout must be one of {', '.join(allowed)}")
+        if layout in layouts.INDEX_WIDTH_LAYOUTS or case.get(layouts.WIDE) is not None:
+            sizes = {d: case.get(d) for d in self.dims}
+            bad = next((d for d, n in sizes.items() if isinstance(n, bool) or not isinstance(n, int) or n < 1), None)
+            if bad is not None:
+                raise UsageError(f"--case {case.id}: {bad}={sizes[bad]} is not allowed; {bad} must be a whole number >= 1")
+            layouts.check_wide(case, {name: tuple(sizes[d] for d in dims) for name, dims in self.wide_inputs})
 
     def case_strategy(self, *, backend: str):
         @st.composite
@@ -153,6 +209,7 @@ class DeclaredOp(OpSpec):
         sizes = {d: int(case[d]) for d in self.dims}
         dtype = strategies.dtype_from_name(str(case["dtype"]))
         layout, kind = str(case["layout"]), str(case["values"])
+        wide = case.get(layouts.WIDE)
         gen = values.generator(int(case["seed"]))
         args: list[Any] = []
         k = 0  # the tensor inputs' count, for the mixed layout
@@ -170,11 +227,12 @@ class DeclaredOp(OpSpec):
                 t = values.gains(math.prod(shape), gen).reshape(shape).to(dtype)
             else:
                 t = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
-            args.append(layouts.place(t, layouts.for_input(layout, k), device))
+            args.append(layouts.place(t, layouts.for_input(layout, k, inp.name, wide), device))
             k += 1
         out_shape = tuple(sizes[d] for d in self.decl.output)
         if out_shape:
-            upstream = layouts.place(values.upstream(out_shape, gen).to(dtype), layouts.for_input(layout, -1), device)
+            upstream = layouts.place(values.upstream(out_shape, gen).to(dtype),
+                                     layouts.for_input(layout, -1, layouts.UPSTREAM, wide), device)
         else:  # a scalar: random size and sign, never 1
             size = 0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)
             upstream = (size * (1 if torch.rand((), generator=gen) < 0.5 else -1)).to(dtype).to(device)

@@ -235,6 +235,11 @@ def _set_up(args: argparse.Namespace, backend) -> _Setup:
     ops = sorted({e.op for e in entries})  # before --shard: every part runs the sanity step of every op
     entries = [e for e in entries if common.in_part(e.name, args.shard)]
     case = _case(args)
+    if case:
+        from harness.cases.case import Case
+        from properties import layouts
+
+        layouts.check_backend(Case.parse(case), backend.name)  # an index-width case needs a GPU (exit 2 elsewhere)
     max_examples = 0 if case else (args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name])
     equivalent = _equivalent(args)
     runnable = [e for e in entries if not campaign.is_marked(e, equivalent, backend.name)]

@@ -70,6 +70,10 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     from harness.incremental.store import Store
 
     entries, case = _entries(args)
+    if case is not None:
+        from properties import layouts
+
+        layouts.check_backend(case, backend.name)  # an index-width case needs a GPU (exit 2 elsewhere)
     max_examples = args.max_examples if args.max_examples is not None else DEFAULTS.max_examples(backend.name)
     parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, len(entries), shardable=case is None)
     shards = 1 if case else (args.shards or max(1, parallel // len(entries)))

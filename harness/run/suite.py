@@ -27,6 +27,7 @@ from harness.record import waivers
 from harness.record.case_record import CaseRecord, Phase
 from harness.registry.registry import KernelEntry
 from harness.run.runner import CaseRun, run_case
+from properties import layouts
 from harness.settings import current as current_settings
 
 Progress = Callable[[CaseRun], None]
@@ -110,7 +111,9 @@ def run_suite(
 def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan) -> list[CaseRecord]:
     index, count = plan.shard
     if plan.only_case is not None:
-        return one(plan.only_case, Phase.EXPLICIT).records
+        records += one(plan.only_case, Phase.EXPLICIT).records
+        layouts.release()
+        return records
 
     floor = [case for position, case in enumerate(spec.floor_cases(backend=plan.backend)) if position % count == index]
     if plan.floor_first:
@@ -119,7 +122,10 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan) -> lis
     for case in floor:
         run = one(case, Phase.FLOOR)
         records += run.records
-        if plan.stop_at_first_failure and not run.passed:
+        passed = run.passed
+        del run  # its inputs: GBs on a GPU for an index-width case, given back before the next case
+        layouts.release()
+        if plan.stop_at_first_failure and not passed:
             return records
 
     if plan.max_examples > 0:

@@ -5,10 +5,12 @@ Kernel signature: ``f(x[N, D], weight[V, D], target[N] int64, ignore_index=-100)
 weight. Checks: loss (``all_ignored`` when every row is ignored: torch gives NaN there, and a
 kernel returning 0 is reported under that name), dx, dweight, plus the common ones.
 
-Case parameters: N, D, V; dtype; layout (applied to x, weight and target); ``values`` (how the
-logits are distributed, below); ``ignored`` (none, some, all rows); ignore_index (-100, -1, or
-a valid class id such as 0 or V-1, which torch allows); seed (inputs and the upstream
-gradient, a random scalar of size 0.5..3.5 and random sign, never 1).
+Case parameters: N, D, V; dtype; layout (applied to x, weight and target; on CUDA also the
+index-width layouts of properties.layouts, applied to the one input named by ``wide``, x or
+weight, the others contiguous); ``values`` (how the logits are distributed, below);
+``ignored`` (none, some, all rows); ignore_index (-100, -1, or a valid class id such as 0 or
+V-1, which torch allows); seed (inputs and the upstream gradient, a random scalar of size
+0.5..3.5 and random sign, never 1).
 
 Value kinds: normal (logits ~ N(0, 1)); large (logits ~ 100: exp overflows without the
 max subtraction); confident (the target logit dominates by ~30: the loss cancels to ~0);
@@ -57,6 +59,11 @@ SHAPES_GPU_CONCURRENCY = [
     (4099, 80, 2051, torch.float16, "mixed_scale"),
 ]
 SHAPES_ALL_IGNORED = [(17, 33, 63), (3, 2, 1)]  # every row ignored; also with a single class
+# CUDA only: x or weight stretched by an index-width layout (properties.layouts): (N, D, V) with
+# at least 3 elements along the stretched dimension (N or V for rows, D for columns)
+SHAPES_INDEX_WIDTH = [(3, 17, 7), (5, 7, 33), (4, 33, 17), (5, 17, 5)]
+INDEX_WIDTH_DTYPES = (torch.bfloat16, torch.float32)
+WIDE_INPUTS = ("x", "weight")
 IGNORE_INDEX = (-100, -1, 0)
 
 
@@ -68,11 +75,12 @@ class FusedLinearCrossEntropySpec(OpSpec):
     grad_checks = ("dx", "dweight")
     special_checks = (ALL_IGNORED,)  # the loss check of a case whose every row is ignored
 
-    def case(self, n, d, v, dtype, layout, kind, ignored, ignore_index, seed) -> Case:
+    def case(self, n, d, v, dtype, layout, kind, ignored, ignore_index, seed, wide=None) -> Case:
         if v == 1 and ignore_index == 0 and ignored != "all":
             ignore_index = -100  # class 0 is the only class: "none ignored" needs another ignore_index
+        extra = {layouts.WIDE: wide} if wide is not None else {}
         return Case.of(
-            self.name, N=n, D=d, V=v, dtype=strategies.dtype_name(dtype), layout=layout, values=kind,
+            self.name, N=n, D=d, V=v, dtype=strategies.dtype_name(dtype), layout=layout, **extra, values=kind,
             ignored=ignored, ignore_index=ignore_index, seed=seed,
         )
 
@@ -99,16 +107,32 @@ class FusedLinearCrossEntropySpec(OpSpec):
             for n, d, v, dtype, kind in SHAPES_GPU_CONCURRENCY:
                 cases.append(self.case(n, d, v, dtype, "contiguous", kind, "some", -100, seed=2000 + i))
                 i += 1
+            # index-width cases: x, then weight, with a row (then column) stride such that an
+            # offset computed in int32 passes 2**31 elements; every row counts (none ignored)
+            j = 0
+            for li, layout in enumerate(layouts.INDEX_WIDTH_LAYOUTS):
+                for k, wide in enumerate(WIDE_INPUTS):
+                    n, d, v = SHAPES_INDEX_WIDTH[j % len(SHAPES_INDEX_WIDTH)]
+                    dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]
+                    cases.append(self.case(n, d, v, dtype, layout, "normal", "none", -100, seed=2900 + j, wide=wide))
+                    j += 1
         return cases
 
     def validate_case(self, case: Case) -> None:
-        case_params.validate(case, {
+        params = {
             "N": case_params.whole(1), "D": case_params.whole(1), "V": case_params.whole(1),
             "dtype": case_params.one_of(strategies.dtype_name(d) for d in strategies.DTYPES),
-            "layout": case_params.one_of(strategies.LAYOUTS), "values": case_params.one_of(VALUE_KINDS),
-            "ignored": case_params.one_of(IGNORED), "ignore_index": case_params.whole(),
-            "seed": case_params.whole(0),
+            "layout": case_params.one_of(strategies.LAYOUTS + layouts.INDEX_WIDTH_LAYOUTS),
+        }
+        if case.get(layouts.WIDE) is not None or case.get("layout") in layouts.INDEX_WIDTH_LAYOUTS:
+            params[layouts.WIDE] = case_params.one_of(WIDE_INPUTS)
+        params.update({
+            "values": case_params.one_of(VALUE_KINDS), "ignored": case_params.one_of(IGNORED),
+            "ignore_index": case_params.whole(), "seed": case_params.whole(0),
         })
+        case_params.validate(case, params)
+        n, d, v = int(case["N"]), int(case["D"]), int(case["V"])
+        layouts.check_wide(case, {"x": (n, d), "weight": (v, d)})
 
     def case_strategy(self, *, backend: str):
         max_n, max_d, max_v, max_nv = LIMITS.get(backend, LIMITS["interpreter"])
@@ -132,6 +156,7 @@ class FusedLinearCrossEntropySpec(OpSpec):
         n, d, v = int(case["N"]), int(case["D"]), int(case["V"])
         dtype = strategies.dtype_from_name(str(case["dtype"]))
         layout, kind, ii = str(case["layout"]), str(case["values"]), int(case["ignore_index"])
+        wide = case.get(layouts.WIDE)
         gen = values.generator(int(case["seed"]))
         classes = target_classes(n, v, ii, gen)
         ignored = ignored_rows(str(case["ignored"]), n, gen)
@@ -140,9 +165,9 @@ class FusedLinearCrossEntropySpec(OpSpec):
         u = (0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)) * (1 if torch.rand((), generator=gen) < 0.5 else -1)
         return OpInputs(
             args=(
-                layouts.place(x.to(dtype), layout, device),
-                layouts.place(w.to(dtype), layout, device),
-                layouts.place(target, layout, device),
+                layouts.place(x.to(dtype), layouts.for_input(layout, 0, "x", wide), device),
+                layouts.place(w.to(dtype), layouts.for_input(layout, 1, "weight", wide), device),
+                layouts.place(target, layouts.for_input(layout, 2, "target", wide), device),
                 ii,
             ),
             grad_wrt=(0, 1),

@@ -1,7 +1,9 @@
 """The ``rmsnorm`` op: y = x / sqrt(mean(x^2) + eps) * gamma over the rows of x[M, N].
 
 Kernel signature: ``f(x[M, N], gamma[N], eps: float) -> y[M, N]`` with ``y.dtype == x.dtype``,
-differentiable in x and gamma. Checks: forward, dx, dgamma, plus the common ones.
+differentiable in x and gamma. Checks: forward, dx, dgamma, plus the common ones. On CUDA the
+floor also holds index-width cases (properties.layouts): x, gamma or dy, named by the case's
+``wide``, stretched so that an int32 element offset overflows; the strategy never draws them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ SHAPES_EDGE = [(1, 1), (1, 256), (17, 257)]  # one element; N == BLOCK; the tuto
 SHAPES_NOALIGN = [(17, 255), (3, 1025), (2, 4097)]  # k*BLOCK +- 1
 SHAPES_LARGE_N = [(4, 8192)]  # beyond the tutorial's N <= 4096
 SHAPES_TUTORIAL = [(128, 257)]  # the tutorial's benchmark shape
+# CUDA only: one input stretched by an index-width layout (properties.layouts), small shapes
+SHAPES_INDEX_WIDTH = [(3, 7), (4, 17), (5, 33)]
+INDEX_WIDTH_DTYPES = (torch.bfloat16, torch.float32)
+WIDE_INPUTS = {"x": 2, "gamma": 1, layouts.UPSTREAM: 2}  # what an index-width case stretches: name -> rank
 
 
 @register_op
@@ -46,20 +52,42 @@ class RMSNormSpec(OpSpec):
                     eps = EPS_VALUES[i % len(EPS_VALUES)]
                     cases.append(self.case(m, n, dtype, layout, kind, eps, seed=1000 + i))
                     i += 1
+        if backend == "cuda":
+            # index-width cases: x, gamma and dy stretched in turn so that an offset computed in
+            # int32 passes 2**31 elements (a 1-D gamma has one stride: index_width_rows only)
+            j = 0
+            for li, layout in enumerate(layouts.INDEX_WIDTH_LAYOUTS):
+                for k, (wide, rank) in enumerate(WIDE_INPUTS.items()):
+                    if layout == layouts.INDEX_WIDTH_COLS and rank == 1:
+                        continue
+                    m, n = SHAPES_INDEX_WIDTH[j % len(SHAPES_INDEX_WIDTH)]
+                    dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]
+                    cases.append(self.case(m, n, dtype, layout, "normal", EPS_VALUES[j % len(EPS_VALUES)],
+                                           seed=1900 + j, wide=wide))
+                    j += 1
         return cases
 
-    def case(self, m: int, n: int, dtype: torch.dtype, layout: str, kind: str, eps: float, seed: int) -> Case:
+    def case(self, m: int, n: int, dtype: torch.dtype, layout: str, kind: str, eps: float, seed: int,
+             wide: str | None = None) -> Case:
+        extra = {layouts.WIDE: wide} if wide is not None else {}
         return Case.of(
-            self.name, M=m, N=n, dtype=strategies.dtype_name(dtype), layout=layout, values=kind, eps=eps, seed=seed
+            self.name, M=m, N=n, dtype=strategies.dtype_name(dtype), layout=layout, **extra, values=kind, eps=eps,
+            seed=seed,
         )
 
     def validate_case(self, case: Case) -> None:
-        case_params.validate(case, {
+        params = {
             "M": case_params.whole(1), "N": case_params.whole(1),
             "dtype": case_params.one_of(strategies.dtype_name(d) for d in strategies.DTYPES),
-            "layout": case_params.one_of(strategies.LAYOUTS), "values": case_params.one_of(values.ROW_KINDS),
-            "eps": case_params.positive_number(), "seed": case_params.whole(0),
-        })
+            "layout": case_params.one_of(strategies.LAYOUTS + layouts.INDEX_WIDTH_LAYOUTS),
+        }
+        if case.get(layouts.WIDE) is not None or case.get("layout") in layouts.INDEX_WIDTH_LAYOUTS:
+            params[layouts.WIDE] = case_params.one_of(WIDE_INPUTS)
+        params.update({"values": case_params.one_of(values.ROW_KINDS), "eps": case_params.positive_number(),
+                       "seed": case_params.whole(0)})
+        case_params.validate(case, params)
+        m, n = int(case["M"]), int(case["N"])
+        layouts.check_wide(case, {"x": (m, n), "gamma": (n,), layouts.UPSTREAM: (m, n)})
 
     def case_strategy(self, *, backend: str):
         budget = BUDGET.get(backend, BUDGET["interpreter"])
@@ -84,19 +112,19 @@ class RMSNormSpec(OpSpec):
     def make_inputs(self, case: Case, device: str) -> OpInputs:
         m, n = int(case["M"]), int(case["N"])
         dtype = strategies.dtype_from_name(str(case["dtype"]))
-        layout = str(case["layout"])
+        layout, wide = str(case["layout"]), case.get(layouts.WIDE)
         gen = values.generator(int(case["seed"]))
         x = values.rows(str(case["values"]), m, n, dtype, gen)
         gamma = values.gains(n, gen)
         dy = values.upstream((m, n), gen)
         return OpInputs(
             args=(
-                layouts.place(x.to(dtype), layout, device),
-                layouts.place(gamma.to(dtype), layout, device),
+                layouts.place(x.to(dtype), layouts.for_input(layout, 0, "x", wide), device),
+                layouts.place(gamma.to(dtype), layouts.for_input(layout, 1, "gamma", wide), device),
                 float(case["eps"]),
             ),
             grad_wrt=(0, 1),
-            upstream=layouts.place(dy.to(dtype), layout, device),
+            upstream=layouts.place(dy.to(dtype), layouts.for_input(layout, -1, layouts.UPSTREAM, wide), device),
             dtype=dtype,
             layout=layout,
         )

@@ -1,0 +1,229 @@
+"""The index-width cases (properties.layouts): on CUDA each float input, the upstream gradient
+included, is stretched in turn by one huge row or column stride, so that an element offset a
+kernel computes in int32 passes 2**31 and overflows (Liger-Kernel #251, #803). Checked here on
+the CPU with the threshold shrunk to 2**10 (the real storages span 2**31 elements: GBs).
+
+Bug classes: a stretched view whose largest offset does not pass the threshold (the overflow
+never happens) or whose stride reaches it (Triton passes it as int64: no overflow either);
+padding that is not NaN; the interpreter or a hypothesis strategy drawing a GPU-only layout (a
+4 GB storage on the CPU); a case id that does not re-create its case; drop_int64_cast mutants
+still listed apart on a GPU (never scored) or scored on the interpreter (survivors there)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+from harness.cases.case import Case
+from harness.errors import UsageError
+from harness.mutation import campaign
+from harness.registry.registry import REGISTRY, load_builtin_ops, load_project_kernels
+from properties import checks, layouts
+
+SMALL = 2**10
+OPS = ("rmsnorm", "layer_norm", "softmax", "swiglu", "cross_entropy", "fused_linear_cross_entropy")
+ARG_NAMES = {"rmsnorm": ["x", "gamma", "eps"], "fused_linear_cross_entropy": ["x", "weight", "target", "ignore_index"]}
+
+
+@pytest.fixture
+def small(monkeypatch):
+    monkeypatch.setattr(layouts, "INDEX_WIDTH", SMALL)
+    return SMALL
+
+
+def storage_of(t: torch.Tensor) -> torch.Tensor:
+    return torch.tensor([], dtype=t.dtype).set_(t.untyped_storage())
+
+
+def element_offsets(t: torch.Tensor) -> torch.Tensor:
+    idx = torch.zeros((), dtype=torch.long)
+    for n, s in zip(t.shape, t.stride()):
+        idx = (idx.unsqueeze(-1) + torch.arange(n) * s).reshape(-1)
+    return idx
+
+
+@pytest.mark.parametrize("layout", layouts.INDEX_WIDTH_LAYOUTS)
+@pytest.mark.parametrize("shape", [(3, 7), (5, 33), (4, 17), (7,), (3, 4, 5)])
+def test_a_stretched_view_holds_the_values_and_passes_the_threshold_with_strides_below_it(small, layout, shape):
+    v = torch.randn(shape, dtype=torch.float64).to(torch.float32)
+    placed = layouts.place(v, layout, "cpu")
+    assert placed.shape == v.shape and placed.dtype == v.dtype and torch.equal(placed, v)
+    wide = layouts.index_width_dim(layout, v.dim())
+    assert wide == (0 if layout == layouts.INDEX_WIDTH_ROWS or v.dim() == 1 else v.dim() - 1)
+    d, s = v.shape[wide], placed.stride(wide)
+    assert s > small / (d - 1) and (d - 1) * s > small  # the largest offset passes the threshold ...
+    assert max(placed.stride()) < small and s % 2 == 1  # ... while every stride stays an int32 below it
+    offsets = element_offsets(placed)
+    assert int(offsets.max()) > small and len(set(offsets.tolist())) == v.numel()  # no two elements alias
+    storage = storage_of(placed)
+    assert storage.numel() == int(offsets.max()) + 1
+    assert int(torch.isnan(storage).sum()) == storage.numel() - v.numel()  # everything else is NaN padding
+
+
+def test_2d_strides_are_the_layouts_row_and_column_strides(small):
+    v = torch.randn(3, 7)
+    rows, cols = (layouts.place(v, layout, "cpu") for layout in layouts.INDEX_WIDTH_LAYOUTS)
+    assert rows.stride() == (layouts.index_width_stride(3), 1)
+    assert cols.stride() == (1, layouts.index_width_stride(7))
+
+
+def test_the_real_stride_stays_an_int32_and_the_last_offset_passes_2_31():
+    for d in (3, 4, 5, 7, 17, 33):
+        s = layouts.index_width_stride(d)
+        assert s < 2**31 < (d - 1) * s
+    with pytest.raises(ValueError, match="at least 3"):
+        layouts.index_width_stride(2)  # one step would need a stride of 2**31: Triton passes int64
+
+
+def test_index_tensors_and_scalars_stay_as_they_are(small):
+    target = torch.tensor([0, 3, 1, 2])
+    placed = layouts.place(target, layouts.INDEX_WIDTH_ROWS, "cpu")
+    assert placed.is_contiguous() and torch.equal(placed, target)
+    assert layouts.place(torch.tensor(2.5), layouts.INDEX_WIDTH_COLS, "cpu").dim() == 0
+
+
+def test_the_cpu_refuses_a_real_index_width_storage():
+    with pytest.raises(ValueError, match="GPU only"):  # refused before anything is allocated
+        layouts.place(torch.ones(3, 7), layouts.INDEX_WIDTH_ROWS, "cpu")
+    layouts.release()  # nothing was placed on a GPU: a no-op
+
+
+def test_for_input_stretches_the_named_input_only():
+    assert layouts.for_input(layouts.INDEX_WIDTH_ROWS, 0, "x", "x") == layouts.INDEX_WIDTH_ROWS
+    assert layouts.for_input(layouts.INDEX_WIDTH_ROWS, 1, "weight", "x") == "contiguous"
+    assert layouts.for_input(layouts.INDEX_WIDTH_COLS, -1, layouts.UPSTREAM, layouts.UPSTREAM) == layouts.INDEX_WIDTH_COLS
+    assert layouts.for_input("transposed", 0, "x", None) == "transposed"
+    assert layouts.for_input(layouts.MIXED, -1, layouts.UPSTREAM, None) == "transposed"
+
+
+# --- the cases -------------------------------------------------------------------------------
+
+def spec(op):
+    load_builtin_ops()
+    return REGISTRY.op(op)
+
+
+def index_width(cases):
+    return [c for c in cases if c["layout"] in layouts.INDEX_WIDTH_LAYOUTS]
+
+
+def stretched(inputs) -> list[str]:
+    """Which of the case's tensors (args by position, then 'upstream') have a storage past the view."""
+    named = [(str(i), a) for i, a in enumerate(inputs.args)] + [("upstream", inputs.upstream)]
+    return [n for n, t in named if isinstance(t, torch.Tensor) and storage_of(t).numel() > t.numel()]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_cuda_floor_stretches_every_float_input_in_both_layouts_and_the_interpreter_never(small, op):
+    s = spec(op)
+    assert not index_width(s.floor_cases(backend="interpreter"))
+    cases = index_width(s.floor_cases(backend="cuda"))
+    assert {c["layout"] for c in cases} == set(layouts.INDEX_WIDTH_LAYOUTS)
+    assert {c["dtype"] for c in cases} == {"bfloat16", "float32"}
+    ids = [c.id for c in cases]
+    assert len(set(ids)) == len(ids)
+    for c in cases:
+        assert f"layout={c['layout']},wide={c['wide']}," in c.id  # the id shows the layout and the stretched input
+        s.validate_case(c)
+        again = Case.parse(c.id)
+        assert again == c
+        first, second = s.make_inputs(c, "cpu"), s.make_inputs(again, "cpu")
+        names = [i.name for i in s.decl.inputs] if hasattr(s, "decl") else ARG_NAMES[op]
+        want = "upstream" if c["wide"] == layouts.UPSTREAM else str(names.index(c["wide"]))
+        assert stretched(first) == [want]  # the named input stretched, the others contiguous
+        for a, b in zip([*first.args, first.upstream], [*second.args, second.upstream]):
+            if isinstance(a, torch.Tensor):
+                assert torch.equal(a, b) and a.stride() == b.stride()  # the id re-creates the case
+
+
+@pytest.mark.parametrize("op, rows, cols", [
+    ("rmsnorm", {"x", "gamma", "upstream"}, {"x", "upstream"}),  # a 1-D input has one stride: rows only
+    ("layer_norm", {"x", "weight", "bias", "upstream"}, {"x", "upstream"}),
+    ("softmax", {"x", "upstream"}, {"x", "upstream"}),
+    ("swiglu", {"a", "b", "upstream"}, {"a", "b", "upstream"}),
+    ("cross_entropy", {"logits"}, {"logits"}),  # a scalar upstream gradient; the int64 target stays contiguous
+    ("fused_linear_cross_entropy", {"x", "weight"}, {"x", "weight"}),
+])
+def test_the_stretched_inputs_are_every_float_tensor_input_and_the_upstream_gradient(op, rows, cols):
+    cases = index_width(spec(op).floor_cases(backend="cuda"))
+    assert {c["wide"] for c in cases if c["layout"] == layouts.INDEX_WIDTH_ROWS} == rows
+    assert {c["wide"] for c in cases if c["layout"] == layouts.INDEX_WIDTH_COLS} == cols
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_generated_cases_never_draw_an_index_width_layout(op):
+    s = spec(op)
+    for backend in ("interpreter", "cuda"):
+        @settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @given(s.case_strategy(backend=backend))
+        def check(case):
+            assert case["layout"] not in layouts.INDEX_WIDTH_LAYOUTS and case.get("wide") is None
+
+        check()
+
+
+@pytest.mark.parametrize("op, base", [
+    ("rmsnorm", "rmsnorm:M=3,N=7,dtype=bfloat16,layout=index_width_rows,wide=x,values=normal,eps=1e-06,seed=1"),
+    ("softmax", "softmax:M=3,N=7,dtype=bfloat16,layout=index_width_rows,wide=x,values=peaked,seed=1"),
+    ("fused_linear_cross_entropy", "fused_linear_cross_entropy:N=3,D=17,V=7,dtype=bfloat16,layout=index_width_rows,"
+                                   "wide=x,values=normal,ignored=none,ignore_index=-100,seed=1"),
+])
+def test_validation_names_the_wide_parameter(op, base):
+    s = spec(op)
+    s.validate_case(Case.parse(base))
+    for bad, words in [
+        (base.replace("wide=x,", ""), "missing parameter wide"),
+        (base.replace("wide=x", "wide=nope"), "wide=nope is not allowed"),
+        (base.replace("layout=index_width_rows", "layout=contiguous"), "wide=x is not allowed"),
+        (base.replace("M=3", "M=2").replace("N=3", "N=2"), "at least 3"),
+    ]:
+        with pytest.raises(UsageError, match=words):
+            s.validate_case(Case.parse(bad))
+    with pytest.raises(UsageError, match="GPU-only"):
+        layouts.check_backend(Case.parse(base), "interpreter")
+    layouts.check_backend(Case.parse(base), "cuda")
+
+
+def test_a_declared_op_still_rejects_an_unknown_layout():
+    with pytest.raises(UsageError, match="layout=diagonal is not allowed"):
+        spec("softmax").validate_case(Case.parse("softmax:M=3,N=7,dtype=float32,layout=diagonal,values=normal,seed=1"))
+
+
+def test_the_inputs_check_compares_large_storages_in_chunks(monkeypatch):
+    monkeypatch.setattr(checks, "CHUNK_BYTES", 16)
+    t = torch.zeros(40)
+    snap = checks.Snapshot([("x", t)])
+    assert snap.changes() == []
+    t[9] = 1.0
+    t[30] = 2.0
+    (change,) = snap.changes()
+    assert change.startswith("x: 3 byte(s) changed, first at storage byte 38,")  # 1.0: 2 bytes, 2.0: 1 byte
+
+
+# --- mutants ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def mutants():
+    load_project_kernels()
+    campaign.load_mutants()
+    return REGISTRY.select(kind="mutant", pattern="*")
+
+
+def test_drop_int64_cast_mutants_are_scored_on_cuda_and_listed_apart_on_the_interpreter(mutants):
+    dropped = [e for e in mutants if e.meta.get("operator") == "drop_int64_cast"]
+    assert {e.op for e in dropped} == set(OPS)
+    for e in dropped:
+        assert e.meta["backends"] == ["cuda"]
+        assert campaign.observable_on(e, "cuda") and not campaign.observable_on(e, "interpreter")
+
+
+def test_each_op_has_a_gpu_only_int32_row_offset_catalog_mutant(mutants):
+    found = {e.op: e for e in mutants if e.name == "cat.row_offset_int32"}
+    assert set(found) == set(OPS)
+    for e in found.values():
+        assert e.origin == "catalog" and e.meta["operator"] == "catalog:index-width"
+        assert campaign.observable_on(e, "cuda") and not campaign.observable_on(e, "interpreter")
+        assert "#251" in e.description and "#803" in e.description
+        removed = [line for line in e.meta["diff"].splitlines() if line.startswith("-")]
+        assert any("tl.int64" in line for line in removed)
