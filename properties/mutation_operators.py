@@ -300,8 +300,9 @@ def drop_barrier(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
 
 def drop_int64_cast(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
     """``x.to(tl.int64)`` / ``tl.cast(x, tl.int64)`` -> ``x``: an offset computed in int32
-    overflows once row * stride passes 2**31 elements. Only a GPU run with index-width cases can
-    show it (the interpreter's pointer arithmetic and CPU-sized inputs stay far below 2**31)."""
+    overflows once row * stride passes 2**31 elements (Liger-Kernel #251, #803). Only the CUDA
+    floor's index-width cases show it (properties.layouts: one input with a row or column stride
+    just under 2**31); the interpreter's CPU-sized inputs stay far below 2**31."""
     if not isinstance(node, ast.Call):
         return
     if isinstance(node.func, ast.Attribute) and node.func.attr == "to":
@@ -462,8 +463,7 @@ OPERATORS: dict[str, Operator] = {
 # instead of counting them as survivors.
 BACKENDS: dict[str, tuple[str, ...]] = {
     "drop_barrier": ("cuda",),  # a race between warps; the interpreter runs a program sequentially
-    # int32 offsets overflow only past 2**31 elements: no case of the harness reaches that size yet
-    # (index-width cases are open work), so these are listed apart everywhere, never scored as
-    # survivors on a GPU where no case could have killed them
-    "drop_int64_cast": (),
+    # int32 offsets overflow only past 2**31 elements: the CUDA floor's index-width cases reach
+    # that (properties.layouts), the interpreter's never do (a storage of 2**31 elements is GBs)
+    "drop_int64_cast": ("cuda",),
 }

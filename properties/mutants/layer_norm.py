@@ -3,8 +3,9 @@
 Each entry is a text patch (``old`` -> ``new``, or several ``patches``, each matching exactly
 once inside ``function``) applied to ``kernels/layer_norm.py`` in memory and re-executed, so the
 mutant runs through the real wrapper and autograd code. ``why`` says how the bug arises.
-The 32-bit row index (program_id without .to(tl.int64)) is left out: it needs more than 2^31
-elements to show, which no case of the CPU campaign holds.
+The 32-bit row index (program_id without .to(tl.int64), ``cat.row_offset_int32``) needs an
+offset past 2^31 elements to show: only the CUDA floor's index-width cases hold one, so it is
+declared ``backends=["cuda"]`` and listed apart by a campaign on the interpreter.
 """
 
 from __future__ import annotations
@@ -114,6 +115,19 @@ CATALOG = [
         new="mask = (rows[:, None] < P - 1)",
         why="the partial-sum reduction skips the last group of rows (an off-by-one in the count "
         "of programs); invisible when only one group runs",
+    ),
+    dict(
+        name="cat.row_offset_int32",
+        bug_class="index-width",
+        function="_layer_norm_forward",
+        old="row = tl.program_id(0).to(tl.int64)",
+        new="row = tl.program_id(0)",
+        why="the forward's row offset X + row * stride_xm computed in int32 (the .to(tl.int64) "
+        "forgotten): an int32 row index times the row stride overflows once the offset passes 2**31 "
+        "elements (Liger-Kernel #251 and #803: program_id is int32, and so is a stride below 2**31); "
+        "only a GPU shows it, on the CUDA floor's index-width cases (properties.layouts: a row stride"
+        " just under 2**31); the interpreter's inputs stay far below 2**31",
+        backends=["cuda"],
     ),
 ]
 
