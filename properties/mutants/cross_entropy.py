@@ -16,6 +16,7 @@ the H200 both let it pass.
 from __future__ import annotations
 
 from harness.mutation.mutagen import register_catalog
+from properties.mutants import row_offset_int32
 
 MODULE = "kernels.cross_entropy"
 KERNEL = "triton_cross_entropy"
@@ -112,19 +113,12 @@ CATALOG = [
         new="tl.where(cols == t + 1, 1.0, 0.0)",
         why="the one-hot of the target shifted by one column (a 1-based index)",
     ),
-    dict(
-        name="cat.row_offset_int32",
-        bug_class="index-width",
+    row_offset_int32(
         function="_cross_entropy_forward",
         old="row = tl.program_id(0).to(tl.int64)",
         new="row = tl.program_id(0)",
-        why="the forward's row offset X + row * stride_xm computed in int32 (the .to(tl.int64) forgotten,"
-        " Liger's cross-entropy as in #251): an int32 row index times the row stride overflows once "
-        "the offset passes 2**31 elements (Liger-Kernel #251 and #803: program_id is int32, and so is"
-        " a stride below 2**31); only a GPU shows it, on the CUDA floor's index-width cases "
-        "(properties.layouts: a row stride just under 2**31); the interpreter's inputs stay far below"
-        " 2**31",
-        backends=["cuda"],
+        what="the forward's row offset X + row * stride_xm computed in int32 (the .to(tl.int64) forgotten, "
+        "Liger's cross-entropy as in #251)",
     ),
 ]
 

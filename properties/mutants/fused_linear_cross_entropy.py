@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from harness.mutation.mutagen import register_catalog
+from properties.mutants import row_offset_int32
 from harness.registry.registry import REGISTRY, register_mutant
 from kernels import fused_linear_ce as flce
 
@@ -131,18 +132,11 @@ CATALOG = [
         why="the forward reads target[i] at offset i, ignoring its stride; wrong for a strided "
         "label view (labels[:, 1:] of a [B, S] tensor flattened without a copy)",
     ),
-    dict(
-        name="cat.row_offset_int32",
-        bug_class="index-width",
+    row_offset_int32(
         function="_logits_tile",
         old="row_off = rows.to(tl.int64)[:, None] * stride_xn",
         new="row_off = rows[:, None] * stride_xn",
-        why="the logits tile's row offset into x computed in int32 (rows * stride_xn without the cast): "
-        "an int32 row index times the row stride overflows once the offset passes 2**31 elements "
-        "(Liger-Kernel #251 and #803: program_id is int32, and so is a stride below 2**31); only a "
-        "GPU shows it, on the CUDA floor's index-width cases (properties.layouts: a row stride just "
-        "under 2**31); the interpreter's inputs stay far below 2**31",
-        backends=["cuda"],
+        what="the logits tile's row offset into x computed in int32 (rows * stride_xn without the cast)",
     ),
 ]
 

@@ -11,6 +11,7 @@ declared ``backends=["cuda"]`` and listed apart by a campaign on the interpreter
 from __future__ import annotations
 
 from harness.mutation.mutagen import register_catalog
+from properties.mutants import row_offset_int32
 
 MODULE = "kernels.layer_norm"
 KERNEL = "triton_layer_norm"
@@ -116,18 +117,11 @@ CATALOG = [
         why="the partial-sum reduction skips the last group of rows (an off-by-one in the count "
         "of programs); invisible when only one group runs",
     ),
-    dict(
-        name="cat.row_offset_int32",
-        bug_class="index-width",
+    row_offset_int32(
         function="_layer_norm_forward",
         old="row = tl.program_id(0).to(tl.int64)",
         new="row = tl.program_id(0)",
-        why="the forward's row offset X + row * stride_xm computed in int32 (the .to(tl.int64) "
-        "forgotten): an int32 row index times the row stride overflows once the offset passes 2**31 "
-        "elements (Liger-Kernel #251 and #803: program_id is int32, and so is a stride below 2**31); "
-        "only a GPU shows it, on the CUDA floor's index-width cases (properties.layouts: a row stride"
-        " just under 2**31); the interpreter's inputs stay far below 2**31",
-        backends=["cuda"],
+        what="the forward's row offset X + row * stride_xm computed in int32 (the .to(tl.int64) forgotten)",
     ),
 ]
 

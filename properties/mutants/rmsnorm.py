@@ -9,6 +9,7 @@ The first five are the tutorial's named bugs.
 from __future__ import annotations
 
 from harness.mutation.mutagen import register_catalog
+from properties.mutants import row_offset_int32
 
 MODULE = "kernels.rmsnorm"
 KERNEL = "triton_rmsnorm"
@@ -127,18 +128,11 @@ CATALOG = [
         why="the partial-sum reduction skips the last program's row of partials (an off-by-one "
         "in the count of programs); invisible when only one program runs (M = 1)",
     ),
-    dict(
-        name="cat.row_offset_int32",
-        bug_class="index-width",
+    row_offset_int32(
         function="_rmsnorm_forward",
         old="rows = tl.program_id(0).to(tl.int64) * ROWS",
         new="rows = tl.program_id(0) * ROWS",
-        why="the forward's row index left in int32 (rows * stride_xm computed in int32): an int32 row "
-        "index times the row stride overflows once the offset passes 2**31 elements (Liger-Kernel "
-        "#251 and #803: program_id is int32, and so is a stride below 2**31); only a GPU shows it, on"
-        " the CUDA floor's index-width cases (properties.layouts: a row stride just under 2**31); the"
-        " interpreter's inputs stay far below 2**31",
-        backends=["cuda"],
+        what="the forward's row index left in int32 (rows * stride_xm computed in int32)",
     ),
 ]
 

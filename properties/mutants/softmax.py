@@ -8,6 +8,7 @@ mutant runs through the real wrapper and autograd code. ``why`` says how the bug
 from __future__ import annotations
 
 from harness.mutation.mutagen import register_catalog
+from properties.mutants import row_offset_int32
 
 MODULE = "kernels.softmax"
 KERNEL = "triton_softmax"
@@ -95,18 +96,11 @@ CATALOG = [
         why="the output row offset uses the padded BLOCK as the row length; rows land in the "
         "wrong place unless N equals BLOCK",
     ),
-    dict(
-        name="cat.row_offset_int32",
-        bug_class="index-width",
+    row_offset_int32(
         function="_softmax_forward",
         old="row = tl.program_id(0).to(tl.int64)",
         new="row = tl.program_id(0)",
-        why="the forward's row offset X + row * stride_xm computed in int32 (the .to(tl.int64) "
-        "forgotten): an int32 row index times the row stride overflows once the offset passes 2**31 "
-        "elements (Liger-Kernel #251 and #803: program_id is int32, and so is a stride below 2**31); "
-        "only a GPU shows it, on the CUDA floor's index-width cases (properties.layouts: a row stride"
-        " just under 2**31); the interpreter's inputs stay far below 2**31",
-        backends=["cuda"],
+        what="the forward's row offset X + row * stride_xm computed in int32 (the .to(tl.int64) forgotten)",
     ),
 ]
 

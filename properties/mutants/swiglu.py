@@ -8,6 +8,7 @@ the bug arises.
 from __future__ import annotations
 
 from harness.mutation.mutagen import register_catalog
+from properties.mutants import row_offset_int32
 
 MODULE = "kernels.swiglu"
 KERNEL = "triton_swiglu"
@@ -88,18 +89,11 @@ CATALOG = [
         why="the output row offset uses the column tile width as the row length; wrong unless "
         "N equals BLOCK_N",
     ),
-    dict(
-        name="cat.row_offset_int32",
-        bug_class="index-width",
+    row_offset_int32(
         function="_swiglu_forward",
         old="rows = tl.program_id(0).to(tl.int64) * ROWS",
         new="rows = tl.program_id(0) * ROWS",
-        why="the forward's row index left in int32 (rows * stride_am and rows * stride_bm computed in "
-        "int32): an int32 row index times the row stride overflows once the offset passes 2**31 "
-        "elements (Liger-Kernel #251 and #803: program_id is int32, and so is a stride below 2**31); "
-        "only a GPU shows it, on the CUDA floor's index-width cases (properties.layouts: a row stride"
-        " just under 2**31); the interpreter's inputs stay far below 2**31",
-        backends=["cuda"],
+        what="the forward's row index left in int32 (rows * stride_am and rows * stride_bm computed in int32)",
     ),
 ]
 
