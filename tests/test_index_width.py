@@ -227,3 +227,57 @@ def test_each_op_has_a_gpu_only_int32_row_offset_catalog_mutant(mutants):
         assert "#251" in e.description and "#803" in e.description
         removed = [line for line in e.meta["diff"].splitlines() if line.startswith("-")]
         assert any("tl.int64" in line for line in removed)
+
+
+# --- one index-width case at a time per GPU (harness.run.gpu_slot) ---------------------------
+
+def _hold_slot(lock: str, log: str, who: int) -> None:
+    import time as _time
+
+    from harness.run import gpu_slot
+
+    gpu_slot.lock_path = lambda: __import__("pathlib").Path(lock)
+    case = {"layout": layouts.INDEX_WIDTH_ROWS}
+
+    class _Case:
+        def get(self, key, default=None):
+            return case.get(key, default)
+
+    with gpu_slot.exclusive(_Case(), "cuda"):
+        with open(log, "a") as fh:
+            fh.write(f"{who} in {_time.monotonic()}\n")
+        _time.sleep(0.4)
+        with open(log, "a") as fh:
+            fh.write(f"{who} out {_time.monotonic()}\n")
+
+
+def test_index_width_cases_take_the_gpu_one_at_a_time(tmp_path):
+    """Three processes entering the slot together never overlap inside it."""
+    import multiprocessing as mp
+
+    lock, log = str(tmp_path / "gpu.lock"), str(tmp_path / "log")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_hold_slot, args=(lock, log, i)) for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    events = [line.split() for line in open(log).read().splitlines()]
+    assert len(events) == 6
+    events.sort(key=lambda e: float(e[2]))
+    for k in range(0, 6, 2):  # in, out of the same process, then the next one
+        assert events[k][1] == "in" and events[k + 1][1] == "out" and events[k][0] == events[k + 1][0]
+
+
+def test_other_cases_and_the_interpreter_take_no_lock(monkeypatch):
+    from harness.run import gpu_slot
+
+    def no_lock():
+        raise AssertionError("no lock may be taken")
+
+    monkeypatch.setattr(gpu_slot, "lock_path", no_lock)
+    with gpu_slot.exclusive({"layout": "contiguous"}, "cuda"):
+        pass
+    with gpu_slot.exclusive({"layout": layouts.INDEX_WIDTH_ROWS}, "interpreter"):
+        pass

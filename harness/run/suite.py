@@ -26,6 +26,7 @@ from harness.registry.opspec import OpSpec
 from harness.record import waivers
 from harness.record.case_record import CaseRecord, Phase
 from harness.registry.registry import KernelEntry
+from harness.run import gpu_slot
 from harness.run.runner import CaseRun, run_case
 from properties import layouts
 from harness.settings import current as current_settings
@@ -111,8 +112,9 @@ def run_suite(
 def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan) -> list[CaseRecord]:
     index, count = plan.shard
     if plan.only_case is not None:
-        records += one(plan.only_case, Phase.EXPLICIT).records
-        layouts.release()
+        with gpu_slot.exclusive(plan.only_case, plan.backend):
+            records += one(plan.only_case, Phase.EXPLICIT).records
+            layouts.release()
         return records
 
     floor = [case for position, case in enumerate(spec.floor_cases(backend=plan.backend)) if position % count == index]
@@ -120,11 +122,12 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan) -> lis
         rank = {case_id: i for i, case_id in enumerate(plan.floor_first)}
         floor.sort(key=lambda case: rank.get(case.id, len(rank)))  # stable: the rest keep their order
     for case in floor:
-        run = one(case, Phase.FLOOR)
-        records += run.records
-        passed = run.passed
-        del run  # its inputs: GBs on a GPU for an index-width case, given back before the next case
-        layouts.release()
+        with gpu_slot.exclusive(case, plan.backend):  # one index-width case at a time per GPU
+            run = one(case, Phase.FLOOR)
+            records += run.records
+            passed = run.passed
+            del run  # its inputs: GBs on a GPU for an index-width case, given back before the next case
+            layouts.release()
         if plan.stop_at_first_failure and not passed:
             return records
 

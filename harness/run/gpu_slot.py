@@ -1,0 +1,46 @@
+"""One index-width case at a time per GPU, across every worker process on the machine.
+
+An index-width case (properties.layouts) holds a storage of about 2^31 elements, plus its
+float64 reference: about 26 GB for an fp32 case. Eight workers sharing one H200 (141 GB) that
+reach such cases together would run out of memory, and an out-of-memory error inside a case
+reads as the kernel's failure. So a worker takes an exclusive lock on a file named after the
+GPU (its UUID, shared by every process that sees the device, whatever CUDA_VISIBLE_DEVICES
+says) for the whole case, and gives the memory back to the device (properties.layouts.release)
+before it lets the next one in. Other cases never wait: they need megabytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from properties import layouts
+
+
+def lock_path() -> Path:
+    """The lock file of the current CUDA device, the same for every process on the machine."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    name = str(getattr(props, "uuid", "")) or f"visible-{os.environ.get('CUDA_VISIBLE_DEVICES', 'all')}-{torch.cuda.current_device()}"
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+    return Path(tempfile.gettempdir()) / f"triton-verify-index-width-{safe}.lock"
+
+
+@contextlib.contextmanager
+def exclusive(case, backend: str) -> Iterator[None]:
+    """Hold the GPU's index-width lock while an index-width case runs on CUDA; otherwise nothing."""
+    if backend != "cuda" or not layouts.is_index_width(case):
+        yield
+        return
+    with open(lock_path(), "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            layouts.release()
+            fcntl.flock(fh, fcntl.LOCK_UN)
