@@ -2,7 +2,8 @@
 
 From the declared inputs the engine derives, identically for every declared op:
 - floor cases: each symbolic dim in turn at 1, primes, powers of two and their neighbours,
-  beyond 4096 (8191 in the interpreter, 16385 on a GPU), the other dims at 7; the largest
+  beyond 4096 (8191 in the interpreter; 16385, 32769 and 65537 on a GPU, past the sizes where
+  libraries switch kernels), the other dims at 7; the largest
   input kept within the backend's element budget, the dims that count programs (all but the
   innermost of each input) within the backend's row limit. Crossed with every dtype; layouts,
   value kinds and scalar values taken in turn. On CUDA also the index-width cases
@@ -46,7 +47,10 @@ BUDGET = {"interpreter": 1 << 15, "cuda": 1 << 22}
 MAX_ROWS = {"interpreter": 320, "cuda": 1 << 16}
 MAX_INNER = {"interpreter": 8192, "cuda": 1 << 17}
 FLOOR_SIZES = (1, 2, 17, 31, 63, 64, 65, 127, 255, 256, 257, 1023, 1025, 4093, 4097, 8191)
-FLOOR_SIZES_GPU = (16385,)
+# On a GPU also past 2^14, 2^15 and 2^16: libraries switch kernels at such sizes (Liger-Kernel's
+# RMSNorm takes its multi-row block kernels at >= 32768 rows of <= 256 columns, its softmax a
+# multi-block kernel past 65536 columns), and a path no case reaches is never verified
+FLOOR_SIZES_GPU = (16385, 32769, 65537)
 COMPANION = 7  # the other dims of a floor shape: small, prime, more than one row
 SEED_BASE = 3000
 # the CUDA floor's index-width cases (properties.layouts): small shapes, one input stretched

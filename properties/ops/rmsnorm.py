@@ -29,6 +29,9 @@ SHAPES_EDGE = [(1, 1), (1, 256), (17, 257)]  # one element; N == BLOCK; the tuto
 SHAPES_NOALIGN = [(17, 255), (3, 1025), (2, 4097)]  # k*BLOCK +- 1
 SHAPES_LARGE_N = [(4, 8192)]  # beyond the tutorial's N <= 4096
 SHAPES_TUTORIAL = [(128, 257)]  # the tutorial's benchmark shape
+# CUDA only: many short rows, past the 32768 rows where a library may switch to a multi-row
+# kernel (Liger-Kernel's _block_rms_norm_* at >= 32768 rows of <= 256 columns)
+SHAPES_GPU_TALL = [(32769, 97)]
 # CUDA only: one input stretched by an index-width layout (properties.layouts), small shapes
 SHAPES_INDEX_WIDTH = [(3, 7), (4, 17), (5, 33)]
 INDEX_WIDTH_DTYPES = (torch.bfloat16, torch.float32)
@@ -53,6 +56,11 @@ class RMSNormSpec(OpSpec):
                     cases.append(self.case(m, n, dtype, layout, kind, eps, seed=1000 + i))
                     i += 1
         if backend == "cuda":
+            for k, dtype in enumerate(strategies.DTYPES):  # each dtype once, layouts and kinds in turn
+                for m, n in SHAPES_GPU_TALL:
+                    cases.append(self.case(m, n, dtype, strategies.LAYOUTS[k % len(strategies.LAYOUTS)],
+                                           values.ROW_KINDS[k % len(values.ROW_KINDS)], EPS_VALUES[k % len(EPS_VALUES)],
+                                           seed=1800 + k))
             # index-width cases: x, gamma and dy stretched in turn so that an offset computed in
             # int32 passes 2**31 elements (a 1-D gamma has one stride: index_width_rows only)
             j = 0
