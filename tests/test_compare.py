@@ -82,3 +82,18 @@ def test_bitwise_equal_counts_differences_and_treats_nan_bits_as_equal():
     b = a.clone()
     b[2] = 3.0000002
     assert bitwise_equal(a, b) == (False, 1)
+
+
+def test_a_finite_result_passes_for_a_reference_that_overflowed_within_its_allowance():
+    """layer_norm's dx on a constant fp16 row against eps=1e-12 (run 35): the reference rounds to
+    inf in fp16, the allowed error is 1.97e15 (the result is that ill-conditioned), and a kernel's
+    62496 is within it; the same 62496 fails where the allowance is small (a true infinity)."""
+    got = torch.tensor([62496.0], dtype=torch.float16)
+    want = torch.tensor([math.inf], dtype=torch.float64)
+    ill = torch.tensor([1.97e15], dtype=torch.float64)
+    assert compare(got, want, atol=6e-8, rtol=1e-3, magnitude=ill, terms_rtol=1.0).passed
+    assert not compare(-got, want, atol=6e-8, rtol=1e-3, magnitude=ill, terms_rtol=1.0).passed  # wrong sign
+    assert not compare(got, want, atol=6e-8, rtol=1e-3).passed
+    saturated = torch.tensor([65504.0], dtype=torch.float16)  # inf clamped to the largest fp16
+    assert not compare(saturated, want, atol=6e-8, rtol=1e-3, magnitude=torch.tensor([16.0], dtype=torch.float64),
+                       terms_rtol=1.0).passed

@@ -3,7 +3,9 @@
 :func:`compare` never raises; reports and tests read the :class:`Comparison` it returns.
 Shape is checked before values; non-finite values must sit exactly where the expected
 tensor has them (NaN where NaN, +inf where +inf, -inf where -inf), except that an inf of the
-right sign passes where the allowed error reaches past the dtype's largest finite value.
+right sign passes where the allowed error reaches past the dtype's largest finite value, and a
+finite value of the right sign passes for an expected inf (a reference that overflowed the
+output dtype) where the allowed error reaches down to it from that largest value.
 
 Allowed error per element: ``atol + rtol * |expected| + terms_rtol * magnitude``.
 ``magnitude`` is optional and comes from the oracle: the size of the terms a formula
@@ -100,6 +102,7 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
         m = magnitude.detach().to(e.device, torch.float64).expand_as(e)
         allowed = allowed + terms_rtol * m.where(torch.isfinite(m), torch.zeros_like(m))
     nonfinite_bad = nonfinite_bad & ~_may_overflow(actual.dtype, a, e, e_finite, allowed)
+    nonfinite_bad = nonfinite_bad & ~_overflowed_reference(actual.dtype, a, e, allowed)
     bad = nonfinite_bad | (both & (diff > allowed))
     ratio = torch.where(both, diff / allowed, torch.zeros_like(diff))
     ratio = torch.where(nonfinite_bad, torch.full_like(ratio, math.inf), ratio)
@@ -137,6 +140,21 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
     return Comparison(
         passed, atol, rtol, max_abs, max_rel, err_ratio, mismatched, numel, worst, nonfinite_mismatched, message, units
     )
+
+
+def _overflowed_reference(dtype: torch.dtype, a, e, allowed) -> torch.Tensor:
+    """The converse of _may_overflow: where the reference rounded to +-inf in the output dtype but
+    its allowed error (the spread of an ill-conditioned result: a constant row against a tiny
+    eps) reaches down from the dtype's largest finite value to a finite result of the same sign,
+    that result is within it. An allowance of less than the spacing at the dtype's largest value
+    never qualifies: a kernel that saturates a true infinity to the largest finite value fails."""
+    if not dtype.is_floating_point or dtype == torch.float64:
+        return torch.zeros_like(e, dtype=torch.bool)
+    big = float(torch.finfo(dtype).max)
+    top_ulp = big * float(torch.finfo(dtype).eps) / 2.0
+    finite = torch.isfinite(a)
+    return (torch.isinf(e) & finite & (torch.sign(a) == torch.sign(e)) & (allowed > top_ulp)
+            & (a.abs().where(finite, torch.zeros_like(a)) + allowed >= big))
 
 
 def _may_overflow(dtype: torch.dtype, a, e, e_finite, allowed) -> torch.Tensor:
