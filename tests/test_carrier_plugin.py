@@ -35,3 +35,10 @@ def test_narrowed_rejects_before_calling_and_passes_the_rest():
     with pytest.raises(ValueError, match="argument 1 is not contiguous"):
         contiguous(x, torch.zeros(4, dtype=torch.int64)[::2])
     assert len(calls) == 1
+
+    short_rows = narrowed(library, max_last_dim=4)
+    with pytest.raises(ValueError, match="5 columns; this carrier takes at most 4"):
+        short_rows(torch.zeros(2, 5))
+    assert len(calls) == 1
+    assert short_rows(torch.zeros(2, 4), torch.zeros(9, dtype=torch.int64)) is not None  # index tensors pass
+    assert len(calls) == 2

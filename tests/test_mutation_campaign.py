@@ -108,6 +108,23 @@ def test_equivalent_marks_need_a_reason_and_a_matching_fingerprint(tmp_path):
     assert campaign.load_equivalent(campaign.EQUIVALENT_FILE) is not None  # the checked-in file parses
 
 
+def test_a_precision_mark_needs_its_measurement_and_backends(tmp_path):
+    path = tmp_path / "eq.toml"
+    base = '[[equivalent]]\nname = "a"\nfingerprint = "abc"\nreason = "rounds within the model"\n'
+    path.write_text(base + 'kind = "precision"\n')
+    with pytest.raises(ValueError, match="needs its evidence"):
+        campaign.load_equivalent(path)
+    path.write_text(base + 'kind = "precision"\nevidence = "worst 0.7 of the allowed"\n')
+    with pytest.raises(ValueError, match="needs its evidence"):  # no backends: measured where?
+        campaign.load_equivalent(path)
+    path.write_text(base + 'kind = "close enough"\n')
+    with pytest.raises(ValueError, match="choose from same_function, precision"):
+        campaign.load_equivalent(path)
+    path.write_text(base + 'kind = "precision"\nevidence = "worst 0.7"\nbackends = ["cuda"]\n')
+    marks = campaign.load_equivalent(path)
+    assert campaign.is_marked(entry("a"), marks, "cuda") and not campaign.is_marked(entry("a"), marks, "interpreter")
+
+
 def test_every_equivalence_mark_names_a_current_mutant_with_its_current_diff():
     # bug class: a stale mark (the kernel changed) silently excusing a different mutant
     marks = campaign.load_equivalent()

@@ -14,10 +14,12 @@ import functools
 import torch
 
 
-def narrowed(fn, *, dtypes: tuple[torch.dtype, ...] | None = None, contiguous: bool = False):
+def narrowed(fn, *, dtypes: tuple[torch.dtype, ...] | None = None, contiguous: bool = False,
+             max_last_dim: int | None = None):
     """``fn`` that raises (TypeError / ValueError, nothing written) for tensors outside
-    ``dtypes`` (floating-point tensors only: targets keep their integer dtype) or, with
-    ``contiguous``, for any non-contiguous tensor."""
+    ``dtypes`` (floating-point tensors only: targets keep their integer dtype), with
+    ``contiguous`` for any non-contiguous tensor, and with ``max_last_dim`` for a floating-point
+    tensor whose last dim is longer."""
 
     @functools.wraps(fn)
     def carrier(*args, **kwargs):
@@ -28,6 +30,8 @@ def narrowed(fn, *, dtypes: tuple[torch.dtype, ...] | None = None, contiguous: b
                 raise TypeError(f"argument {i} has dtype {a.dtype}; this carrier accepts {', '.join(map(str, dtypes))}")
             if contiguous and not a.is_contiguous():
                 raise ValueError(f"argument {i} is not contiguous (strides {a.stride()}); this carrier takes contiguous tensors")
+            if max_last_dim is not None and a.is_floating_point() and a.dim() and a.shape[-1] > max_last_dim:
+                raise ValueError(f"argument {i} has {a.shape[-1]} columns; this carrier takes at most {max_last_dim}")
         return fn(*args, **kwargs)
 
     return carrier

@@ -41,5 +41,5 @@ if LigerSoftmaxFunction is not None:
         "softmax",
         name="liger_softmax_fp32",
         contract=Contract(dtypes=(torch.float32,)),
-        description="Liger-Kernel's LigerSoftmaxFunction on fp32 inputs only (library-mutation carrier)",
-    )(narrowed(liger_softmax, dtypes=(torch.float32,)))
+        description="Liger-Kernel's LigerSoftmaxFunction on fp32 inputs of at most 65536 columns (library-mutation carrier)",
+    )(narrowed(liger_softmax, dtypes=(torch.float32,), max_last_dim=65536))  # 0.8.5 raises RuntimeError past 65536

@@ -87,6 +87,12 @@ def observable_on(entry: KernelEntry, backend: str) -> bool:
     return backend in entry.meta.get("backends", (backend,))
 
 
+# same_function: the mutant computes the kernel's function on every in-contract input;
+# precision: it only rounds intermediates differently, and the op's error model
+# (harness.compare.rounding) accepts the result on every case, as measured (``evidence``)
+MARK_KINDS = ("same_function", "precision")
+
+
 def load_equivalent(path: Path = EQUIVALENT_FILE) -> dict[str, dict]:
     """name -> {reason, fingerprint[, backends]}. A mark whose fingerprint no longer matches the
     mutant's diff is ignored (the kernel changed; the judgement must be made again); a mark with
@@ -98,6 +104,12 @@ def load_equivalent(path: Path = EQUIVALENT_FILE) -> dict[str, dict]:
     for item in data.get("equivalent", []):
         if not item.get("reason", "").strip():
             raise ValueError(f"{path}: equivalent mutant {item.get('name')!r} has no reason; write why it computes the same function")
+        kind = item.get("kind", "same_function")
+        if kind not in MARK_KINDS:
+            raise ValueError(f"{path}: mark {item.get('name')!r} has kind {kind!r}; choose from {', '.join(MARK_KINDS)}")
+        if kind == "precision" and not (item.get("evidence", "").strip() and item.get("backends")):
+            raise ValueError(f"{path}: precision mark {item.get('name')!r} needs its evidence (the measured worst "
+                             "fraction of the allowed error on every case) and the backends it was measured on")
         out[item["name"]] = item
     return out
 
@@ -354,7 +366,11 @@ def _decided_without_running(entries: list[KernelEntry], equivalent: dict[str, d
     to_run = []
     for e in entries:
         if is_marked(e, equivalent, backend):
-            outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, equivalent[e.name]["reason"].strip())
+            mark = equivalent[e.name]
+            note = mark["reason"].strip()
+            if mark.get("kind") == "precision":  # the measurement travels with the judgement
+                note = f"precision (inside the op's error model): {note}; measured: {mark['evidence'].strip()}"
+            outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, note)
         elif saved and e.name in saved:
             outcomes[e.name] = saved[e.name]
         else:
