@@ -88,6 +88,8 @@ def test_a_finite_result_passes_for_a_reference_that_overflowed_within_its_allow
     """layer_norm's dx on a constant fp16 row against eps=1e-12 (run 35): the reference rounds to
     inf in fp16, the allowed error is 1.97e15 (the result is that ill-conditioned), and a kernel's
     62496 is within it; the same 62496 fails where the allowance is small (a true infinity)."""
+    # atol, rtol: the rounding model's fp16 output terms in run 35's message (one subnormal step,
+    # one fp16 eps), copied, not chosen; the allowance is the case's own 1.97e15
     got = torch.tensor([62496.0], dtype=torch.float16)
     want = torch.tensor([math.inf], dtype=torch.float64)
     ill = torch.tensor([1.97e15], dtype=torch.float64)
