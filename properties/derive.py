@@ -8,7 +8,8 @@ From the declared inputs the engine derives, identically for every declared op:
   innermost of each input) within the backend's row limit. Crossed with every dtype; layouts,
   value kinds and scalar values taken in turn. On CUDA also the index-width cases
   (properties.layouts): each float input and the upstream gradient stretched in turn by
-  index_width_rows and (2-D and more) index_width_cols, rows 3..5 and row lengths 7..33, bf16
+  index_width_rows and (2-D and more) index_width_cols, then each index tensor (a target) by
+  index_width_rows, rows 3..5 and row lengths 7..33, bf16
   and fp32 in turn, the ``peaked`` value kind where the op has it (a max pass that reads a wrong
   address misses the peak and exp overflows), else its first; never drawn by the strategy;
 - a hypothesis strategy drawing the same parameters from the same ranges;
@@ -82,10 +83,12 @@ class DeclaredOp(OpSpec):
         self.layouts = layouts.PERMUTED_LAYOUTS if rank > 2 else strategies.LAYOUTS
         if len(tensors) > 1:  # inputs in different layouts in one call (properties.layouts)
             self.layouts = self.layouts + (layouts.MIXED,)
-        # what an index-width case may stretch (its ``wide``): each float input, the upstream gradient
+        # what an index-width case may stretch (its ``wide``): each float input, the upstream gradient,
         self.wide_inputs = tuple((i.name, i.shape) for i in decl.inputs if isinstance(i, Tensor))
         if decl.output:
             self.wide_inputs += ((layouts.UPSTREAM, decl.output),)
+        # and each index tensor (a target read as T + row * stride), after them: 17 GB in int64
+        self.wide_index = tuple((i.name, i.shape) for i in decl.inputs if isinstance(i, Index))
 
     # --- cases -----------------------------------------------------------------------
     def max_size(self, dim: str, backend: str) -> int:
@@ -156,24 +159,28 @@ class DeclaredOp(OpSpec):
 
     def index_width_cases(self) -> list[Case]:
         """Each float input and the upstream gradient stretched in turn by each index-width
-        layout (a 1-D input only by index_width_rows: it has one stride), the others contiguous."""
+        layout (a 1-D input only by index_width_rows: it has one stride), then each index tensor
+        by index_width_rows, the others contiguous."""
         kinds = self.decl.value_kinds
         kind = "peaked" if "peaked" in kinds else kinds[0]
         cases, j = [], 0
-        for li, layout in enumerate(layouts.INDEX_WIDTH_LAYOUTS):
-            for k, (name, dims) in enumerate(self.wide_inputs):
-                if layout == layouts.INDEX_WIDTH_COLS and len(dims) == 1:
-                    continue
-                sizes = {d: (INDEX_WIDTH_INNER if d in self.inner else INDEX_WIDTH_ROWS)[j % 3] for d in self.dims}
-                sizes = {d: max(1, min(n, self.max_size(d, "cuda"))) for d, n in sizes.items()}
-                if sizes[dims[layouts.index_width_dim(layout, len(dims))]] < layouts.INDEX_WIDTH_MIN:
-                    continue  # the declaration caps that dim below what the layout needs
-                scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
-                dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]  # each input meets both
-                # no row ignored: the stretched rows' offsets past 2**31 are the last ones, which
-                # "some" always ignores (a loss and gradient that never read them)
-                cases.append(self.case(sizes, dtype, layout, kind, scalars, "none", INDEX_WIDTH_SEED + j, wide=name))
-                j += 1
+        stretched = [(li, layout, k, name, dims) for li, layout in enumerate(layouts.INDEX_WIDTH_LAYOUTS)
+                     for k, (name, dims) in enumerate(self.wide_inputs)]
+        stretched += [(0, layouts.INDEX_WIDTH_ROWS, len(self.wide_inputs) + k, name, dims)
+                      for k, (name, dims) in enumerate(self.wide_index)]
+        for li, layout, k, name, dims in stretched:
+            if layout == layouts.INDEX_WIDTH_COLS and len(dims) == 1:
+                continue
+            sizes = {d: (INDEX_WIDTH_INNER if d in self.inner else INDEX_WIDTH_ROWS)[j % 3] for d in self.dims}
+            sizes = {d: max(1, min(n, self.max_size(d, "cuda"))) for d, n in sizes.items()}
+            if sizes[dims[layouts.index_width_dim(layout, len(dims))]] < layouts.INDEX_WIDTH_MIN:
+                continue  # the declaration caps that dim below what the layout needs
+            scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
+            dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]  # each input meets both
+            # no row ignored: the stretched rows' offsets past 2**31 are the last ones, which
+            # "some" always ignores (a loss and gradient that never read them)
+            cases.append(self.case(sizes, dtype, layout, kind, scalars, "none", INDEX_WIDTH_SEED + j, wide=name))
+            j += 1
         return cases
 
     def validate_case(self, case: Case) -> None:
@@ -188,7 +195,7 @@ class DeclaredOp(OpSpec):
             bad = next((d for d, n in sizes.items() if isinstance(n, bool) or not isinstance(n, int) or n < 1), None)
             if bad is not None:
                 raise UsageError(f"--case {case.id}: {bad}={sizes[bad]} is not allowed; {bad} must be a whole number >= 1")
-            layouts.check_wide(case, {name: tuple(sizes[d] for d in dims) for name, dims in self.wide_inputs})
+            layouts.check_wide(case, {name: tuple(sizes[d] for d in dims) for name, dims in self.wide_inputs + self.wide_index})
 
     def case_strategy(self, *, backend: str):
         @st.composite

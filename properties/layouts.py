@@ -34,12 +34,14 @@ with NaN (integers: -1) and the values copied into the view:
 - index_width_cols: 2-D [M, N]: column stride S, row stride 1 (N >= 3), like the transpose of
                     a [N, M] tensor with a gigantic leading dim. 3-D and more: the last dimension
                     strided by S, the others contiguous (in order). 1-D: stride S (as rows).
-One storage spans about 2**31 elements: 4.3 GB in bf16/fp16, 8.6 GB in fp32 (on a GPU, where
-the fill costs milliseconds; ``place`` refuses a storage that large on the CPU). A case of these
-layouts stretches one float input only, named by its ``wide`` parameter (``upstream``: the
-upstream gradient), the others contiguous (``for_input``), so that a case stays under 10 GB.
-Integer (index) tensors such as int64 targets stay contiguous under them: an int64 storage of
-2**31 elements is 17 GB. INDEX_WIDTH is a module constant so that tests can shrink it.
+One storage spans about 2**31 elements: 4.3 GB in bf16/fp16, 8.6 GB in fp32, 17 GB for an int64
+index tensor such as a target (on a GPU, where the fill costs milliseconds; ``place`` refuses a
+storage that large on the CPU). A case of these layouts stretches one input only, named by its
+``wide`` parameter (``upstream``: the upstream gradient), the others contiguous (``for_input``):
+a float input's case holds about 26 GB (the inputs, the oracle's copy, the inputs check's copy
+of the storage), a target's about 52 GB, one such case at a time per GPU
+(harness.run.gpu_slot). A target's padding is -1. INDEX_WIDTH is a module constant so that
+tests can shrink it.
 """
 
 from __future__ import annotations
@@ -160,8 +162,6 @@ def _place_nd(v: torch.Tensor, layout: str, nan: float) -> torch.Tensor:
 
 
 def _place_index_width(v: torch.Tensor, layout: str) -> torch.Tensor:
-    if not v.is_floating_point():  # an index tensor: a 2**31-element int64 storage is 17 GB
-        return v.clone()
     wide = index_width_dim(layout, v.dim())
     s = index_width_stride(v.shape[wide])
     strides, inner = [0] * v.dim(), 1
@@ -177,7 +177,7 @@ def _place_index_width(v: torch.Tensor, layout: str) -> torch.Tensor:
         raise ValueError(f"layout {layout} needs a storage of {numel} elements ({numel * v.element_size() / 1e9:.1f} GB): "
                          "index-width layouts run on a GPU only (--backend cuda)")
     flat = torch.empty(numel, dtype=v.dtype, device=v.device)
-    flat.fill_(float("nan"))
+    flat.fill_(float("nan") if v.is_floating_point() else -1)
     view = flat.as_strided(tuple(v.shape), tuple(strides))
     view.copy_(v)
     if v.device.type == "cuda":

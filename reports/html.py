@@ -141,6 +141,7 @@ def _mutation_context(mutation: dict, figures: plot_cache.PlotCache) -> dict:
         "mutants": mutants,
         "survivors": [m for m in mutants if m.get("status") == "survived"],
         "equivalent": [m for m in mutants if m.get("status") == "equivalent"],
+        "out_of_reach": [m for m in mutation.get("not_observable_here") or [] if m.get("out_of_reach")],
         "minimal_cases": mutation.get("minimal_cases") or [],
         "seconds": mutation.get("seconds"),
         "created": mutation.get("created"),

@@ -104,6 +104,18 @@ def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> 
         for m in equivalent:
             console.print(f"    {m['name']}: {m['note']}", highlight=False, markup=False)
 
+    apart = report.get("not_observable_here") or []
+    reach = [m for m in apart if m.get("out_of_reach")]
+    if len(apart) > len(reach):
+        console.print(f"{len(apart) - len(reach)} mutant(s) detectable only on another backend, listed apart (not scored): "
+                      + ", ".join(sorted({b for m in apart if not m.get('out_of_reach') for b in m['backends']})),
+                      highlight=False)
+    if reach:
+        console.print(f"[yellow]{len(reach)} mutant(s) out of the cases' reach here, listed apart (not scored, "
+                      "not detected):[/]", highlight=False)
+        for m in reach:
+            console.print(f"    {m['name']}: needs {m['out_of_reach']['needs']}", highlight=False, markup=False)
+
     for line in library_tests.print_lines(report):
         console.print(line, highlight=False, markup=False)
     c = report["counts"]

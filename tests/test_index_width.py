@@ -1,5 +1,5 @@
-"""The index-width cases (properties.layouts): on CUDA each float input, the upstream gradient
-included, is stretched in turn by one huge row or column stride, so that an element offset a
+"""The index-width cases (properties.layouts): on CUDA each tensor input (an int64 target too),
+the upstream gradient included, is stretched in turn by one huge row or column stride, so that an element offset a
 kernel computes in int32 passes 2**31 and overflows (Liger-Kernel #251, #803). Checked here on
 the CPU with the threshold shrunk to 2**10 (the real storages span 2**31 elements: GBs).
 
@@ -76,10 +76,14 @@ def test_the_real_stride_stays_an_int32_and_the_last_offset_passes_2_31():
         layouts.index_width_stride(2)  # one step would need a stride of 2**31: Triton passes int64
 
 
-def test_index_tensors_and_scalars_stay_as_they_are(small):
+def test_an_index_tensor_is_stretched_with_minus_one_padding_and_a_scalar_stays(small):
     target = torch.tensor([0, 3, 1, 2])
     placed = layouts.place(target, layouts.INDEX_WIDTH_ROWS, "cpu")
-    assert placed.is_contiguous() and torch.equal(placed, target)
+    assert placed.dtype == torch.int64 and torch.equal(placed, target)
+    s = placed.stride(0)
+    assert s < small < 3 * s and s % 2 == 1  # T + 3 * s passes the threshold, s stays an int32
+    storage = storage_of(placed)
+    assert storage.numel() == 3 * s + 1 and int((storage == -1).sum()) == storage.numel() - 4
     assert layouts.place(torch.tensor(2.5), layouts.INDEX_WIDTH_COLS, "cpu").dim() == 0
 
 
@@ -142,10 +146,10 @@ def test_cuda_floor_stretches_every_float_input_in_both_layouts_and_the_interpre
     ("layer_norm", {"x", "weight", "bias", "upstream"}, {"x", "upstream"}),
     ("softmax", {"x", "upstream"}, {"x", "upstream"}),
     ("swiglu", {"a", "b", "upstream"}, {"a", "b", "upstream"}),
-    ("cross_entropy", {"logits"}, {"logits"}),  # a scalar upstream gradient; the int64 target stays contiguous
-    ("fused_linear_cross_entropy", {"x", "weight"}, {"x", "weight"}),
+    ("cross_entropy", {"logits", "target"}, {"logits"}),  # a scalar upstream gradient; the int64 target: rows
+    ("fused_linear_cross_entropy", {"x", "weight", "target"}, {"x", "weight"}),
 ])
-def test_the_stretched_inputs_are_every_float_tensor_input_and_the_upstream_gradient(op, rows, cols):
+def test_the_stretched_inputs_are_every_tensor_input_and_the_upstream_gradient(op, rows, cols):
     cases = index_width(spec(op).floor_cases(backend="cuda"))
     assert {c["wide"] for c in cases if c["layout"] == layouts.INDEX_WIDTH_ROWS} == rows
     assert {c["wide"] for c in cases if c["layout"] == layouts.INDEX_WIDTH_COLS} == cols

@@ -118,11 +118,31 @@ def test_a_precision_mark_needs_its_measurement_and_backends(tmp_path):
     with pytest.raises(ValueError, match="needs its evidence"):  # no backends: measured where?
         campaign.load_equivalent(path)
     path.write_text(base + 'kind = "close enough"\n')
-    with pytest.raises(ValueError, match="choose from same_function, precision"):
+    with pytest.raises(ValueError, match="choose from same_function, precision, out_of_reach"):
         campaign.load_equivalent(path)
     path.write_text(base + 'kind = "precision"\nevidence = "worst 0.7"\nbackends = ["cuda"]\n')
     marks = campaign.load_equivalent(path)
     assert campaign.is_marked(entry("a"), marks, "cuda") and not campaign.is_marked(entry("a"), marks, "interpreter")
+
+
+def test_an_out_of_reach_mark_says_what_a_case_would_need_and_is_no_equivalence(tmp_path):
+    # bug class: a real bug no case reaches excused as "equivalent" (counted out of the score as
+    # if judged harmless), or listed apart on a backend where the cases do reach it
+    path = tmp_path / "eq.toml"
+    base = '[[equivalent]]\nname = "a"\nfingerprint = "abc"\nreason = "needs 17 GB"\nkind = "out_of_reach"\n'
+    path.write_text(base + 'backends = ["cuda"]\n')
+    with pytest.raises(ValueError, match="needs ``needs``"):
+        campaign.load_equivalent(path)
+    path.write_text(base + 'needs = "V > 2**27"\n')
+    with pytest.raises(ValueError, match="needs ``needs``"):  # no backends: out of reach where?
+        campaign.load_equivalent(path)
+    path.write_text(base + 'needs = "V > 2**27"\nbackends = ["cuda"]\n')
+    marks = campaign.load_equivalent(path)
+    assert not campaign.is_marked(entry("a"), marks, "cuda")  # never an equivalence
+    assert campaign.out_of_reach(entry("a"), marks, "cuda")["needs"] == "V > 2**27"
+    assert campaign.out_of_reach(entry("a"), marks, "interpreter") is None
+    stale = {"a": dict(marks["a"], fingerprint="changed")}
+    assert campaign.out_of_reach(entry("a"), stale, "cuda") is None  # the kernel changed: judge again
 
 
 def test_every_equivalence_mark_names_a_current_mutant_with_its_current_diff():

@@ -36,3 +36,19 @@ def test_a_refused_campaign_says_why():
     out = io.StringIO()
     mutation_report.print_mutation(report, path="p", file=out)
     assert report["passed"] is False and "refused to score" in out.getvalue() and "unmutated kernel fails" in out.getvalue()
+
+
+def test_mutants_out_of_reach_are_listed_apart_with_what_a_case_would_need():
+    # bug class: a real bug no case can reach counted as detected (a false 1.0) or dropped unseen
+    apart = [{"name": "gen.dlogits.drop_int64_cast.2", "backends": ["cuda"], "description": "d",
+              "out_of_reach": {"needs": "V > 2**27 classes", "reason": "the oracle's memory"}},
+             {"name": "cat.race", "backends": ["cuda"], "description": "d"}]
+    header = {"backend": "cuda", "device": "H200", "seed": 0, "not_observable_here": apart}
+    report = mutation_report.build(header, mutants=[mutant("a.killed", "killed")], score=1.0, min_score=1.0, sanity={},
+                                   kill_matrix={}, minimal_cases=[], seconds=1.0)
+    out = io.StringIO()
+    mutation_report.print_mutation(report, path="p", file=out)
+    text = out.getvalue()
+    assert "1 mutant(s) out of the cases' reach here" in text and "gen.dlogits.drop_int64_cast.2: needs V > 2**27" in text
+    assert "1 mutant(s) detectable only on another backend" in text
+    assert report["total"] == 1  # neither is scored

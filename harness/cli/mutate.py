@@ -232,6 +232,14 @@ def _set_up(args: argparse.Namespace, backend) -> _Setup:
     _check_library_options(args)
     modules, targets = _load_mutants(args)
     entries, unobservable = _selected(args, backend)
+    equivalent = _equivalent(args)
+    reach = {e.name: m for e in entries if (m := campaign.out_of_reach(e, equivalent, backend.name))}
+    if reach:  # real bugs no case can reach here: listed apart, as the backend-only ones
+        unobservable += [e for e in entries if e.name in reach]
+        entries = [e for e in entries if e.name not in reach]
+        if not entries:
+            raise UsageError(f"the selected mutants are all marked out of reach on {backend.name} "
+                             f"({', '.join(sorted(reach))}): no case here can detect them")
     ops = sorted({e.op for e in entries})  # before --shard: every part runs the sanity step of every op
     entries = [e for e in entries if common.in_part(e.name, args.shard)]
     case = _case(args)
@@ -241,7 +249,6 @@ def _set_up(args: argparse.Namespace, backend) -> _Setup:
 
         layouts.check_backend(Case.parse(case), backend.name)  # an index-width case needs a GPU (exit 2 elsewhere)
     max_examples = 0 if case else (args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name])
-    equivalent = _equivalent(args)
     runnable = [e for e in entries if not campaign.is_marked(e, equivalent, backend.name)]
     parallel = common.mutate_jobs(args.jobs, backend, max(2, len(runnable)))
     cache_path = None if args.kill_cache == "none" else Path(args.kill_cache or Path(args.report_dir) / "kill_cache.json")
@@ -283,6 +290,17 @@ def _incremental(args: argparse.Namespace, setup: _Setup) -> _Reuse:
     return _Reuse(store, plans, saved, sanity_plan, reuse.saved_sanity(sanity_plan))
 
 
+def _not_observable(entry, setup: _Setup) -> dict:
+    """A mutant listed apart: detectable only on other backends, or marked out of the cases' reach here."""
+    from harness.mutation import campaign
+
+    item = {"name": entry.name, "backends": list(entry.meta.get("backends", ())), "description": entry.description}
+    mark = campaign.out_of_reach(entry, setup.equivalent, setup.backend.name)
+    if mark is not None:
+        item["out_of_reach"] = {"needs": str(mark.get("needs", "")).strip(), "reason": str(mark.get("reason", "")).strip()}
+    return item
+
+
 def _header(args: argparse.Namespace, setup: _Setup) -> dict:
     from reports import environment
 
@@ -291,9 +309,7 @@ def _header(args: argparse.Namespace, setup: _Setup) -> dict:
     if args.shard is not None:  # `report --merge` checks that every part of the same campaign is there
         header["shard"] = {"index": args.shard[0], "count": args.shard[1]}
     header["workers"] = {"count": setup.parallel, "reuse": not args.isolate}
-    header["not_observable_here"] = [
-        {"name": e.name, "backends": list(e.meta["backends"]), "description": e.description} for e in setup.unobservable
-    ]
+    header["not_observable_here"] = [_not_observable(e, setup) for e in setup.unobservable]
     by_name = {e.name: e for e in setup.entries}
     header["stale_equivalent_marks"] = sorted(
         n for n, mark in setup.equivalent.items()

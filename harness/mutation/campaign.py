@@ -89,8 +89,11 @@ def observable_on(entry: KernelEntry, backend: str) -> bool:
 
 # same_function: the mutant computes the kernel's function on every in-contract input;
 # precision: it only rounds intermediates differently, and the op's error model
-# (harness.compare.rounding) accepts the result on every case, as measured (``evidence``)
-MARK_KINDS = ("same_function", "precision")
+# (harness.compare.rounding) accepts the result on every case, as measured (``evidence``);
+# out_of_reach: a real bug, but only on in-contract inputs no case can build on ``backends``
+# (``needs`` says what: a workspace or output past 2**31 elements); it is not a judgement of
+# equivalence: listed apart with the backend-only mutants, never scored, never counted detected
+MARK_KINDS = ("same_function", "precision", "out_of_reach")
 
 
 def load_equivalent(path: Path = EQUIVALENT_FILE) -> dict[str, dict]:
@@ -110,6 +113,9 @@ def load_equivalent(path: Path = EQUIVALENT_FILE) -> dict[str, dict]:
         if kind == "precision" and not (item.get("evidence", "").strip() and item.get("backends")):
             raise ValueError(f"{path}: precision mark {item.get('name')!r} needs its evidence (the measured worst "
                              "fraction of the allowed error on every case) and the backends it was measured on")
+        if kind == "out_of_reach" and not (item.get("needs", "").strip() and item.get("backends")):
+            raise ValueError(f"{path}: out_of_reach mark {item.get('name')!r} needs ``needs`` (the input a case would "
+                             "have to build, and why none does) and the backends where no case can")
         out[item["name"]] = item
     return out
 
@@ -153,12 +159,24 @@ def _classify(entry: KernelEntry, result: JobResult) -> Outcome:
     return Outcome(entry, Status.SURVIVED, None, result.seconds)
 
 
-def is_marked(entry: KernelEntry, equivalent: dict[str, dict], backend: str | None = None) -> bool:
-    """Marked equivalent, for this diff (fingerprint) and, if the mark names backends, this backend."""
-    mark = equivalent.get(entry.name)
+def _mark_for(entry: KernelEntry, marks: dict[str, dict], backend: str | None) -> dict | None:
+    """The mark of this diff (fingerprint) that holds on ``backend`` (a mark naming backends holds only there)."""
+    mark = marks.get(entry.name)
     if not mark or mark.get("fingerprint") not in (None, entry.meta.get("fingerprint")):
-        return False
-    return backend is None or "backends" not in mark or backend in mark["backends"]
+        return None
+    return mark if backend is None or "backends" not in mark or backend in mark["backends"] else None
+
+
+def is_marked(entry: KernelEntry, equivalent: dict[str, dict], backend: str | None = None) -> bool:
+    """Marked equivalent (same function or precision), for this diff and this backend."""
+    mark = _mark_for(entry, equivalent, backend)
+    return mark is not None and mark.get("kind") != "out_of_reach"
+
+
+def out_of_reach(entry: KernelEntry, marks: dict[str, dict], backend: str) -> dict | None:
+    """The ``out_of_reach`` mark of this diff on ``backend``, or None: the mutant is listed apart there."""
+    mark = _mark_for(entry, marks, backend)
+    return mark if mark is not None and mark.get("kind") == "out_of_reach" else None
 
 
 def clean_shards(parallel: int, n_ops: int) -> int:

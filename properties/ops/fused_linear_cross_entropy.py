@@ -6,8 +6,8 @@ weight. Checks: loss (``all_ignored`` when every row is ignored: torch gives NaN
 kernel returning 0 is reported under that name), dx, dweight, plus the common ones.
 
 Case parameters: N, D, V; dtype; layout (applied to x, weight and target; on CUDA also the
-index-width layouts of properties.layouts, applied to the one input named by ``wide``, x or
-weight, the others contiguous); ``values`` (how the logits are distributed, below);
+index-width layouts of properties.layouts, applied to the one input named by ``wide``, x,
+weight or target, the others contiguous); ``values`` (how the logits are distributed, below);
 ``ignored`` (none, some, all rows); ignore_index (-100, -1, or a valid class id such as 0 or
 V-1, which torch allows); seed (inputs and the upstream gradient, a random scalar of size
 0.5..3.5 and random sign, never 1).
@@ -63,7 +63,7 @@ SHAPES_ALL_IGNORED = [(17, 33, 63), (3, 2, 1)]  # every row ignored; also with a
 # at least 3 elements along the stretched dimension (N or V for rows, D for columns)
 SHAPES_INDEX_WIDTH = [(3, 17, 7), (5, 7, 33), (4, 33, 17), (5, 17, 5)]
 INDEX_WIDTH_DTYPES = (torch.bfloat16, torch.float32)
-WIDE_INPUTS = ("x", "weight")
+WIDE_INPUTS = ("x", "weight", "target")  # target: 1-D, index_width_rows only (17 GB of int64)
 IGNORE_INDEX = (-100, -1, 0)
 
 
@@ -108,14 +108,17 @@ class FusedLinearCrossEntropySpec(OpSpec):
                 cases.append(self.case(n, d, v, dtype, "contiguous", kind, "some", -100, seed=2000 + i))
                 i += 1
             # index-width cases: x, then weight, with a row (then column) stride such that an
-            # offset computed in int32 passes 2**31 elements; every row counts (none ignored)
+            # offset computed in int32 passes 2**31 elements, then the target; every row counts (none ignored)
             j = 0
-            for li, layout in enumerate(layouts.INDEX_WIDTH_LAYOUTS):
-                for k, wide in enumerate(WIDE_INPUTS):
-                    n, d, v = SHAPES_INDEX_WIDTH[j % len(SHAPES_INDEX_WIDTH)]
-                    dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]
-                    cases.append(self.case(n, d, v, dtype, layout, "normal", "none", -100, seed=2900 + j, wide=wide))
-                    j += 1
+            stretched = [(li, layout, k, wide) for li, layout in enumerate(layouts.INDEX_WIDTH_LAYOUTS)
+                         for k, wide in enumerate(WIDE_INPUTS[:2])]
+            # then the target (T + row * stride_t): its 1-D view has one stride
+            stretched += [(0, layouts.INDEX_WIDTH_ROWS, 2, "target")]
+            for li, layout, k, wide in stretched:
+                n, d, v = SHAPES_INDEX_WIDTH[j % len(SHAPES_INDEX_WIDTH)]
+                dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]
+                cases.append(self.case(n, d, v, dtype, layout, "normal", "none", -100, seed=2900 + j, wide=wide))
+                j += 1
         return cases
 
     def validate_case(self, case: Case) -> None:
@@ -132,7 +135,7 @@ class FusedLinearCrossEntropySpec(OpSpec):
         })
         case_params.validate(case, params)
         n, d, v = int(case["N"]), int(case["D"]), int(case["V"])
-        layouts.check_wide(case, {"x": (n, d), "weight": (v, d)})
+        layouts.check_wide(case, {"x": (n, d), "weight": (v, d), "target": (n,)})
 
     def case_strategy(self, *, backend: str):
         max_n, max_d, max_v, max_nv = LIMITS.get(backend, LIMITS["interpreter"])
