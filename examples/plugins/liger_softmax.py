@@ -40,6 +40,6 @@ if LigerSoftmaxFunction is not None:
     register_kernel(
         "softmax",
         name="liger_softmax_fp32",
-        contract=Contract(dtypes=(torch.float32,)),
+        contract=Contract(dtypes=(torch.float32,), max_n=65536),  # declared, so that N = 65537 is out of contract
         description="Liger-Kernel's LigerSoftmaxFunction on fp32 inputs of at most 65536 columns (library-mutation carrier)",
     )(narrowed(liger_softmax, dtypes=(torch.float32,), max_last_dim=65536))  # 0.8.5 raises RuntimeError past 65536
