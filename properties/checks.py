@@ -17,12 +17,14 @@ REJECTIONS = (ValueError, TypeError, NotImplementedError)
 
 
 def values(
-    actual: Any, expected64: torch.Tensor, dtype: torch.dtype, tol: Tolerance, magnitude: torch.Tensor | None = None
+    actual: Any, expected64: torch.Tensor, dtype: torch.dtype, tol: Tolerance, magnitude: torch.Tensor | None = None,
+    nan_ok: torch.Tensor | None = None,
 ) -> Comparison:
-    """allclose of ``actual`` against the oracle rounded to the output dtype (as a kernel must round)."""
+    """allclose of ``actual`` against the oracle rounded to the output dtype (as a kernel must round);
+    ``nan_ok``: where a NaN is accepted too (harness.compare.allclose.compare)."""
     expected = expected64.to(dtype) if expected64.dtype != dtype else expected64
     return compare(actual, expected, atol=tol.atol, rtol=tol.rtol, magnitude=magnitude, terms_rtol=tol.terms_rtol,
-                   model=getattr(tol, "model", "table"), in_dtype=dtype)
+                   model=getattr(tol, "model", "table"), in_dtype=dtype, nan_ok=nan_ok)
 
 
 class Snapshot:

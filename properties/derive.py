@@ -287,7 +287,33 @@ class DeclaredOp(OpSpec):
             expected[name] = value
             expected[f"{name}_magnitude"] = rounding.allowance(spread, term, n)
             expected[f"{name}_terms"] = term  # for a kernel declaring Contract(precision="input")
+        self.ignored_rows_exact(inputs, f64, expected)
         return expected
+
+    def ignored_rows_exact(self, inputs: OpInputs, f64: list[Any], expected: dict) -> None:
+        """An ignored row (its index equal to ignore_index) does not reach the result, so the exact
+        gradient of its elements is 0. Torch's formula, which the float64 autograd follows, gives
+        0 * NaN = NaN there when the row holds a NaN or inf (p = softmax of it): both are accepted
+        on such a row (``<check>_nan_ok``), and 0 is demanded on an ignored row of finite values."""
+        if self.ignorable is None:
+            return
+        p = self.decl.inputs.index(self.ignorable)
+        q = next(k for k, i in enumerate(self.decl.inputs) if i.name == self.ignorable.ignore)
+        ignored = inputs.args[p] == inputs.args[q]
+        if not bool(ignored.any()):
+            return
+        lead = len(self.ignorable.shape)
+        for name, inp in zip(self.grad_checks, self.decl.differentiable):
+            if tuple(inp.shape[:lead]) != tuple(self.ignorable.shape):
+                continue  # not laid out by rows of the index: no row to ignore
+            k = self.decl.inputs.index(inp)
+            rows = ignored.reshape(ignored.shape + (1,) * (len(inp.shape) - lead)).to(expected[name].device)
+            nonfinite = ~torch.isfinite(f64[k]).reshape(*ignored.shape, -1).all(-1)
+            nonfinite = nonfinite.reshape(rows.shape).to(rows.device)
+            expected[name] = torch.where(rows, torch.zeros_like(expected[name]), expected[name])
+            for key in (f"{name}_magnitude", f"{name}_terms"):
+                expected[key] = torch.where(rows, torch.zeros_like(expected[key]), expected[key])
+            expected[f"{name}_nan_ok"] = (rows & nonfinite).expand_as(expected[name])
 
     def terms(self, f64: list[Any], upstream: torch.Tensor, base: list[torch.Tensor], grad_wrt) -> list[torch.Tensor]:
         """Per check, the size of the terms its formula sums or cancels: the declaration's, else

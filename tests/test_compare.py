@@ -99,3 +99,15 @@ def test_a_finite_result_passes_for_a_reference_that_overflowed_within_its_allow
     saturated = torch.tensor([65504.0], dtype=torch.float16)  # inf clamped to the largest fp16
     assert not compare(saturated, want, atol=6e-8, rtol=1e-3, magnitude=torch.tensor([16.0], dtype=torch.float64),
                        terms_rtol=1.0).passed
+
+
+def test_nan_ok_accepts_a_nan_only_where_marked_and_still_checks_the_value_elsewhere():
+    # bug class: an accepted alternative that leaks (NaN passing anywhere) or replaces the value check
+    e = torch.tensor([0.0, 0.0, 1.0])
+    ok = torch.tensor([True, False, False])
+    nan = float("nan")
+    assert compare(torch.tensor([nan, 0.0, 1.0]), e, atol=1e-6, rtol=0.0, nan_ok=ok).passed
+    assert compare(torch.tensor([0.0, 0.0, 1.0]), e, atol=1e-6, rtol=0.0, nan_ok=ok).passed  # the exact value too
+    assert not compare(torch.tensor([0.0, nan, 1.0]), e, atol=1e-6, rtol=0.0, nan_ok=ok).passed  # not marked
+    assert not compare(torch.tensor([0.5, 0.0, 1.0]), e, atol=1e-6, rtol=0.0, nan_ok=ok).passed  # a wrong value
+    assert not compare(torch.tensor([float("inf"), 0.0, 1.0]), e, atol=1e-6, rtol=0.0, nan_ok=ok).passed  # inf is no NaN

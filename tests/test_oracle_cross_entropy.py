@@ -51,3 +51,35 @@ def test_magnitudes_bound_the_results():
     loss0, dx0 = cross_entropy_magnitudes(x - 50.0, t, -1.5)
     torch.testing.assert_close(loss_terms, loss0)
     torch.testing.assert_close(dx_terms, dx0)
+
+
+def test_an_ignored_row_holding_a_nan_expects_its_exact_zero_gradient_and_accepts_torchs_nan():
+    # bug class: failing the exact answer (0: the loss does not depend on an ignored row; Liger
+    # returns it) because torch's formula gives 0 * NaN there, or accepting NaN on finite rows
+    from harness.cases.case import Case
+    from harness.registry.registry import REGISTRY, load_builtin_ops
+    from properties import checks
+
+    load_builtin_ops()
+    spec = REGISTRY.op("cross_entropy")
+    case = Case.parse("cross_entropy:N=7,V=2,dtype=float32,layout=contiguous,values=nonfinite,"
+                      "ignore_index=-100,ignored=some,seed=3019")
+    inputs = spec.make_inputs(case, "cpu")
+    logits, target, ignore_index = inputs.args
+    bad = ~torch.isfinite(logits).all(1)
+    assert bool(bad[0]) and int(target[0]) == ignore_index  # the case this guards: a NaN in an ignored row
+    expected = spec.oracle(inputs)
+    assert torch.equal(expected["dlogits"][0], torch.zeros(2, dtype=torch.float64))
+    assert expected["dlogits_nan_ok"][0].all() and not expected["dlogits_nan_ok"][1:].any()
+    x = logits.detach().clone().requires_grad_()
+    torch.nn.functional.cross_entropy(x, target, ignore_index=ignore_index).backward(inputs.upstream)
+    tol = spec.tolerance("dlogits", case, torch.float32)
+    mag = expected["dlogits_magnitude"]
+    assert torch.isnan(x.grad[0]).all()
+    assert checks.values(x.grad, expected["dlogits"], torch.float32, tol, mag, expected["dlogits_nan_ok"]).passed  # torch
+    exact = torch.where(bad[:, None], torch.zeros_like(x.grad), x.grad)
+    assert checks.values(exact, expected["dlogits"], torch.float32, tol, mag, expected["dlogits_nan_ok"]).passed  # 0
+    leaked = exact.clone()
+    leaked[6] = float("nan")  # row 6 is ignored too, but its logits are finite
+    assert int(target[6]) == ignore_index
+    assert not checks.values(leaked, expected["dlogits"], torch.float32, tol, mag, expected["dlogits_nan_ok"]).passed

@@ -212,7 +212,7 @@ class _Steps:
         if self.entry.contract.precision == "input":
             tol, magnitude = tolerances.declared_precision(tol, magnitude, expected.get(f"{name}_terms"), expected[name],
                                                            self.inputs.dtype)
-        return check, checks.values(actual, expected[name], meta.dtype, tol, magnitude)
+        return check, checks.values(actual, expected[name], meta.dtype, tol, magnitude, expected.get(f"{name}_nan_ok"))
 
     def values(self, metas, expected: dict, grad_error: str | None) -> None:
         for name, actual, meta in metas:
