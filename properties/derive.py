@@ -290,6 +290,12 @@ class DeclaredOp(OpSpec):
         self.ignored_rows_exact(inputs, f64, expected)
         return expected
 
+    def ignored_rows(self, inputs: OpInputs) -> torch.Tensor:
+        """Where the ignorable index equals the case's ignore_index (bool, the index's shape)."""
+        p = self.decl.inputs.index(self.ignorable)
+        q = next(k for k, i in enumerate(self.decl.inputs) if i.name == self.ignorable.ignore)
+        return inputs.args[p] == inputs.args[q]
+
     def ignored_rows_exact(self, inputs: OpInputs, f64: list[Any], expected: dict) -> None:
         """An ignored row (its index equal to ignore_index) does not reach the result, so the exact
         gradient of its elements is 0. Torch's formula, which the float64 autograd follows, gives
@@ -297,9 +303,7 @@ class DeclaredOp(OpSpec):
         on such a row (``<check>_nan_ok``), and 0 is demanded on an ignored row of finite values."""
         if self.ignorable is None:
             return
-        p = self.decl.inputs.index(self.ignorable)
-        q = next(k for k, i in enumerate(self.decl.inputs) if i.name == self.ignorable.ignore)
-        ignored = inputs.args[p] == inputs.args[q]
+        ignored = self.ignored_rows(inputs)
         if not bool(ignored.any()):
             return
         lead = len(self.ignorable.shape)
@@ -341,9 +345,7 @@ class DeclaredOp(OpSpec):
 
     def oracle_forward_name(self, inputs: OpInputs) -> str:
         if self.ignorable is not None:
-            p = self.decl.inputs.index(self.ignorable)
-            q = next(k for k, i in enumerate(self.decl.inputs) if i.name == self.ignorable.ignore)
-            if bool((inputs.args[p] == inputs.args[q]).all()):
+            if bool(self.ignored_rows(inputs).all()):
                 return ALL_IGNORED
         return self.forward_check
 

@@ -108,36 +108,33 @@ def test_equivalent_marks_need_a_reason_and_a_matching_fingerprint(tmp_path):
     assert campaign.load_equivalent(campaign.EQUIVALENT_FILE) is not None  # the checked-in file parses
 
 
-def test_a_precision_mark_needs_its_measurement_and_backends(tmp_path):
+def one_mark(tmp_path, fields: str, refused: str | None = None) -> dict:
+    """Load a marks file of one mark ``a`` with ``fields`` (TOML lines); with ``refused``, expect
+    the loader's ValueError matching it instead."""
     path = tmp_path / "eq.toml"
-    base = '[[equivalent]]\nname = "a"\nfingerprint = "abc"\nreason = "rounds within the model"\n'
-    path.write_text(base + 'kind = "precision"\n')
-    with pytest.raises(ValueError, match="needs its evidence"):
+    path.write_text('[[equivalent]]\nname = "a"\nfingerprint = "abc"\nreason = "judged"\n' + fields)
+    if refused is None:
+        return campaign.load_equivalent(path)
+    with pytest.raises(ValueError, match=refused):
         campaign.load_equivalent(path)
-    path.write_text(base + 'kind = "precision"\nevidence = "worst 0.7 of the allowed"\n')
-    with pytest.raises(ValueError, match="needs its evidence"):  # no backends: measured where?
-        campaign.load_equivalent(path)
-    path.write_text(base + 'kind = "close enough"\n')
-    with pytest.raises(ValueError, match="choose from same_function, precision, out_of_reach"):
-        campaign.load_equivalent(path)
-    path.write_text(base + 'kind = "precision"\nevidence = "worst 0.7"\nbackends = ["cuda"]\n')
-    marks = campaign.load_equivalent(path)
+    return {}
+
+
+def test_a_precision_mark_needs_its_measurement_and_backends(tmp_path):
+    one_mark(tmp_path, 'kind = "precision"\n', refused="needs its evidence")
+    one_mark(tmp_path, 'kind = "precision"\nevidence = "worst 0.7"\n', refused="needs its evidence")  # measured where?
+    one_mark(tmp_path, 'kind = "close enough"\n', refused="choose from same_function, precision, out_of_reach")
+    marks = one_mark(tmp_path, 'kind = "precision"\nevidence = "worst 0.7"\nbackends = ["cuda"]\n')
     assert campaign.is_marked(entry("a"), marks, "cuda") and not campaign.is_marked(entry("a"), marks, "interpreter")
 
 
 def test_an_out_of_reach_mark_says_what_a_case_would_need_and_is_no_equivalence(tmp_path):
     # bug class: a real bug no case reaches excused as "equivalent" (counted out of the score as
     # if judged harmless), or listed apart on a backend where the cases do reach it
-    path = tmp_path / "eq.toml"
-    base = '[[equivalent]]\nname = "a"\nfingerprint = "abc"\nreason = "needs 17 GB"\nkind = "out_of_reach"\n'
-    path.write_text(base + 'backends = ["cuda"]\n')
-    with pytest.raises(ValueError, match="needs ``needs``"):
-        campaign.load_equivalent(path)
-    path.write_text(base + 'needs = "V > 2**27"\n')
-    with pytest.raises(ValueError, match="needs ``needs``"):  # no backends: out of reach where?
-        campaign.load_equivalent(path)
-    path.write_text(base + 'needs = "V > 2**27"\nbackends = ["cuda"]\n')
-    marks = campaign.load_equivalent(path)
+    kind = 'kind = "out_of_reach"\n'
+    one_mark(tmp_path, kind + 'backends = ["cuda"]\n', refused="needs ``needs``")
+    one_mark(tmp_path, kind + 'needs = "V > 2**27"\n', refused="needs ``needs``")  # out of reach where?
+    marks = one_mark(tmp_path, kind + 'needs = "V > 2**27"\nbackends = ["cuda"]\n')
     assert not campaign.is_marked(entry("a"), marks, "cuda")  # never an equivalence
     assert campaign.out_of_reach(entry("a"), marks, "cuda")["needs"] == "V > 2**27"
     assert campaign.out_of_reach(entry("a"), marks, "interpreter") is None
