@@ -13,9 +13,13 @@ Not waived: Liger's forward stores the gradient into the logits' storage when th
 grad (its memory saving, stated in liger_kernel/ops/cross_entropy.py); if the harness sees the
 logits changed, that stays a failure for the lead to judge, since callers that reuse the logits
 after the loss get wrong values.
-``liger_cross_entropy_contiguous`` is the same function narrowed to contiguous logits (its dlogits
-is wrong for transposed ones, see the README), with the in-place gradient declared: the carrier
-of `mutate --mutate-module liger_kernel.ops.cross_entropy`.
+``liger_cross_entropy_contiguous`` is the same function narrowed to contiguous fp32 and bf16 logits,
+with the in-place gradient declared: the carrier of `mutate --mutate-module
+liger_kernel.ops.cross_entropy`. Left out, each a finding the unrestricted kernel keeps reporting
+(README): transposed logits (dlogits wrong), and fp16, where the forward rounds the unscaled
+gradient p / n_non_ignore into the fp16 logits before the backward multiplies it by grad_output,
+so entries in fp16's subnormal range (below 6.1e-5) keep only steps of 2^-24 that the upstream
+gradient then magnifies (a loss scale of 1024 turns them into steps of 6e-5).
 """
 
 import sys
@@ -53,10 +57,10 @@ if LigerCrossEntropyFunction is not None:
         "cross_entropy",
         name="liger_cross_entropy_contiguous",
         contract=Contract(
-            dtypes=(torch.float32, torch.float16, torch.bfloat16),
+            dtypes=(torch.float32, torch.bfloat16),
             contiguous=True,
             waive={"all_ignored": "returns 0 by design when every row is ignored (torch: NaN)",
                    "inputs_unchanged": "the forward stores the gradient into the logits' storage (Liger's memory saving)"},
         ),
-        description="Liger-Kernel's LigerCrossEntropyFunction on contiguous logits (library-mutation carrier)",
-    )(narrowed(liger_cross_entropy, contiguous=True))
+        description="Liger-Kernel's LigerCrossEntropyFunction on contiguous fp32/bf16 logits (library-mutation carrier)",
+    )(narrowed(liger_cross_entropy, dtypes=(torch.float32, torch.bfloat16), contiguous=True))
