@@ -389,7 +389,7 @@ def _sanity_record(check, reused: _Reuse) -> dict:
               "timeouts": check.timeouts, "runs": check.details}
     if reused.saved_sanity is not None:
         sanity["reused_from"] = reused.sanity_plan.saved["saved_at"]
-    elif check.passed and not check.interrupted and reused.store is not None:
+    elif check.passed and reused.store is not None:  # passed: every sanity job ended, even in an interrupted campaign
         reuse.save_sanity(reused.store, reused.sanity_plan, check)
     return sanity
 
@@ -475,6 +475,10 @@ def run(args: argparse.Namespace) -> int:
     report = _Report(args, setup, header, _sanity_record(check, reused), outcomes, started, tests)
     if check.interrupted:  # what finished is kept; the score covers only that
         header.update(interrupted=True, not_run=check.not_run)
+        if check.passed and reused.store is not None:  # the next run resumes from the final outcomes
+            from harness.incremental import mutants as reuse
+
+            reuse.save(reused.store, reused.plans, outcomes, partial=True)
         report.finish(f"interrupted after {len(outcomes)} of {len(outcomes) + len(check.not_run)} mutants: the score "
                       "covers only those and is not a verdict" + ("" if check.passed else f"; sanity: {check.reason}"))
         return 130

@@ -30,12 +30,14 @@ def summary_line(plans: dict) -> str:
     return f"mutate: {reused} mutant outcome(s) reused, {len(plans) - reused} rerun" + (f" ({why})" if why else "")
 
 
-def save(store: Store, plans: dict, outcomes) -> None:
+def save(store: Store, plans: dict, outcomes, *, partial: bool = False) -> None:
     """Keep each outcome computed now whose status does not depend on the machine's load (a
-    timeout or a crash is run again)."""
+    timeout or a crash is run again). ``partial``: the campaign was interrupted after its sanity
+    step passed; its kills and incompetent mutants are final and kept (the next run resumes from
+    them), its survivors are not, since their second looks (memcheck, the floor) never ran."""
     from harness.mutation.outcome import Status
 
-    kept = (Status.KILLED, Status.SURVIVED, Status.INCOMPETENT)
+    kept = (Status.KILLED, Status.INCOMPETENT) if partial else (Status.KILLED, Status.SURVIVED, Status.INCOMPETENT)
     with store.batch():
         for o in outcomes:
             p = plans.get(o.entry.name)
