@@ -6,7 +6,9 @@ From the declared inputs the engine derives, identically for every declared op:
   libraries switch kernels), the other dims at 7; the largest
   input kept within the backend's element budget, the dims that count programs (all but the
   innermost of each input) within the backend's row limit. Crossed with every dtype; layouts,
-  value kinds and scalar values taken in turn. On CUDA also the index-width cases
+  value kinds and scalar values taken in turn; then each shape the turns left without it as
+  the plain case, contiguous fp32 with rows ignored where the op has an ignorable index (what a
+  kernel or library wrapper narrowed to contiguous fp32 takes). On CUDA also the index-width cases
   (properties.layouts): each float input and the upstream gradient stretched in turn by
   index_width_rows and (2-D and more) index_width_cols, then each index tensor (a target) by
   index_width_rows, rows 3..5 and row lengths 7..33, bf16
@@ -153,9 +155,29 @@ class DeclaredOp(OpSpec):
                     scalars = {s.name: s.values[0] for s in self.scalars}
                     cases.append(self.case(shape, dtype, "contiguous", kinds[0], scalars, "all", SEED_BASE + i))
                     i += 1
+        cases += self.plain_cases(shapes, kinds, cases, SEED_BASE + i)
         if backend == "cuda":
             cases += self.index_width_cases()
         return cases
+
+    def plain_cases(self, shapes: list[dict[str, int]], kinds: tuple[str, ...], have: list[Case],
+                    seed: int) -> list[Case]:
+        """Each floor shape also as the plain case, contiguous fp32 (rows ignored where the op has
+        an ignorable index), where the rotation above gave it none: every kernel takes that case,
+        and many wrappers (or a carrier narrowed to what a library passes) take nothing else, so
+        without it a size such as V = 1 or V = 32769 reaches them only by the rotation's luck."""
+        def plain(c: Case) -> tuple:
+            return tuple(c.get(d) for d in self.dims) + (c.get("layout"), c.get("dtype"), c.get("ignored"))
+
+        present = {plain(c) for c in have}
+        out = []
+        for j, shape in enumerate(shapes):
+            scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
+            ignored = "some" if self.ignorable is not None else None
+            case = self.case(shape, torch.float32, "contiguous", kinds[j % len(kinds)], scalars, ignored, seed + j)
+            if plain(case) not in present:
+                out.append(case)
+        return out
 
     def index_width_cases(self) -> list[Case]:
         """Each float input and the upstream gradient stretched in turn by each index-width

@@ -2,6 +2,7 @@
 obvious bugs fail, an op declared in a plugin runs end to end, the references are right."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -211,6 +212,26 @@ def test_floor_cases_cover_sizes_layouts_kinds_and_stay_within_budget(op):
     assert all(Case.parse(i).id == i for i in ids)  # ids round-trip through --case
     assert 16385 in {int(c[row]) for c in s.floor_cases(backend="cuda")}
 
+
+@pytest.mark.parametrize("op", DECLARED)
+@pytest.mark.parametrize("backend", ["interpreter", "cuda"])
+def test_every_floor_shape_has_the_plain_case_a_narrowed_kernel_takes(op, backend):
+    # bug class: a kernel (or a library wrapper) that takes only contiguous fp32 inputs never meets
+    # some floor sizes, e.g. V = 32769 with ignored rows, where Liger-Kernel's cross-entropy
+    # mutant `loop_bound.2` (the ignored row's last tile left unzeroed) survived (run 42)
+    s = spec(op)
+    floor = s.floor_cases(backend=backend)
+    shapes = {tuple(int(c[d]) for d in s.dims) for c in floor if c.get("wide") is None and "index_width" not in c["layout"]}
+    plain = {}
+    for c in floor:
+        if c["layout"] == "contiguous" and c["dtype"] == "float32":
+            plain.setdefault(tuple(int(c[d]) for d in s.dims), set()).add(c.get("ignored"))
+    assert shapes <= set(plain), sorted(shapes - set(plain))[:5]
+    if s.ignorable is not None:
+        rows = [d for d in s.dims if d in s.ignorable.shape]
+        for shape, ignored in plain.items():
+            many_rows = math.prod(shape[s.dims.index(d)] for d in rows) > 1
+            assert not many_rows or "some" in ignored, shape
 
 def test_every_tensor_input_gets_the_layout_and_3d_inputs_a_permuted_view():
     s = spec("layer_norm")

@@ -58,6 +58,10 @@ SHAPES_GPU_CONCURRENCY = [
     (4096, 96, 1000, torch.float32, "normal"),
     (4099, 80, 2051, torch.float16, "mixed_scale"),
 ]
+# CUDA only: V one past the power-of-two tile caps of row-wise softmax kernels (32768, 65536): the
+# strategy stops at V = 32768, so without these a kernel whose vocabulary loop drops its last,
+# one-element tile is never run there; contiguous fp32 with rows ignored (every kernel takes it)
+SHAPES_GPU_WIDE_V = [(7, 17, 32769), (3, 9, 65537)]
 SHAPES_ALL_IGNORED = [(17, 33, 63), (3, 2, 1)]  # every row ignored; also with a single class
 # CUDA only: x or weight stretched by an index-width layout (properties.layouts): (N, D, V) with
 # at least 3 elements along the stretched dimension (N or V for rows, D for columns)
@@ -106,6 +110,9 @@ class FusedLinearCrossEntropySpec(OpSpec):
             # blocks overlap in time, where a missing atomic or barrier loses updates.
             for n, d, v, dtype, kind in SHAPES_GPU_CONCURRENCY:
                 cases.append(self.case(n, d, v, dtype, "contiguous", kind, "some", -100, seed=2000 + i))
+                i += 1
+            for n, d, v in SHAPES_GPU_WIDE_V:
+                cases.append(self.case(n, d, v, torch.float32, "contiguous", "normal", "some", -100, seed=2000 + i))
                 i += 1
             # index-width cases: x, then weight, with a row (then column) stride such that an
             # offset computed in int32 passes 2**31 elements, then the target; every row counts (none ignored)
