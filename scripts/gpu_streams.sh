@@ -44,6 +44,8 @@ stream() {
         swiglu) liger swiglu liger_kernel.ops.swiglu liger_swiglu.py liger_swiglu_bf16 test_swiglu.py ;;
         cross_entropy) liger cross_entropy liger_kernel.ops.cross_entropy liger_cross_entropy.py liger_cross_entropy_contiguous test_cross_entropy.py ;;
         ce_ext) liger ce_ext liger_kernel.ops.cross_entropy cross_entropy_ext.py liger_cross_entropy_ext_contiguous test_cross_entropy.py ;;
+        torch_ref) python3 -m harness verify --backend cuda --plugin tests/fixtures/torch_reference_ops.py --select torch_fp32 \
+                    --report-dir reports/out/gpu/torch_ref --no-render ;;
         verify_ext) python3 -m harness verify --backend cuda --plugin examples/plugins/cross_entropy_ext.py --op cross_entropy_ext \
                     --report-dir reports/out/gpu/verify_ext --no-render ;;
         liger_verify) python3 -m harness verify --backend cuda $(for f in examples/plugins/liger_*.py; do echo --plugin $f; done) \
