@@ -189,3 +189,24 @@ def test_a_batch_of_saved_outcomes_rewrites_the_manifest_once(tmp_path, monkeypa
         pass
     assert manifest.owns(store.folder, "mutant-late.json") and "mutant-late.json" in manifest.read(store.folder)["files"]
     assert store.get("mutant", "k7")["payload"] == {"status": "killed"}
+
+
+def test_an_interrupted_campaign_keeps_only_its_final_outcomes(tmp_path):
+    # bug class: a survivor of an interrupted campaign saved before its memcheck / floor second
+    # looks (a later run would reuse "survived" without them), or a crash (load-dependent) kept
+    from harness.incremental import mutants as reuse
+    from harness.mutation.outcome import Outcome, Status
+    from harness.registry.registry import Contract, KernelEntry
+
+    store = Store(tmp_path)
+    statuses = {"k": Status.KILLED, "i": Status.INCOMPETENT, "s": Status.SURVIVED, "c": Status.CRASHED,
+                "t": Status.TIMEOUT}
+    outcomes = [Outcome(KernelEntry("rmsnorm", name, lambda: None, Contract(), "mutant", "generated", "here"), status)
+                for name, status in statuses.items()]
+    plans = {name: incremental.plan(store, incremental.MUTANT, f"rmsnorm/{name}", {"mutant": name}) for name in statuses}
+    reuse.save(store, plans, outcomes, partial=True)
+    kept = {name for name in statuses if store.get(incremental.MUTANT, plans[name].key) is not None}
+    assert kept == {"k", "i"}
+    reuse.save(store, plans, outcomes)  # a complete campaign keeps its survivors too
+    kept = {name for name in statuses if store.get(incremental.MUTANT, plans[name].key) is not None}
+    assert kept == {"k", "i", "s"}
