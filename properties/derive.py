@@ -170,10 +170,10 @@ class DeclaredOp(OpSpec):
             return tuple(c.get(d) for d in self.dims) + (c.get("layout"), c.get("dtype"), c.get("ignored"))
 
         present = {plain(c) for c in have}
+        ignored = "some" if self.ignorable is not None else None
         out = []
         for j, shape in enumerate(shapes):
             scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
-            ignored = "some" if self.ignorable is not None else None
             case = self.case(shape, torch.float32, "contiguous", kinds[j % len(kinds)], scalars, ignored, seed + j)
             if plain(case) not in present:
                 out.append(case)

@@ -79,9 +79,10 @@ def test_sigterm_writes_a_partial_report_and_leaves_no_worker_behind(tmp_path):
     # crashes are load-dependent and rerun, and no survivor is kept without its second looks
     saved = [json.loads(p.read_text()) for p in (tmp_path / "incremental").glob("[!.]*.json")]
     statuses = sorted(s["payload"]["status"] for s in saved if "status" in s["payload"])
+    passed = bool(report["sanity"]["passed"])  # under load SIGTERM may come before the sanity step ends
     final = sorted(m["status"] for m in report["mutants"] if m["status"] in ("killed", "incompetent"))
-    assert statuses == final, (statuses, report["mutants"])  # which of them finished depends on the load
-    assert any("clean_seconds" in s["payload"] for s in saved)
+    assert statuses == (final if passed else []), (statuses, report["mutants"])  # what finished depends on the load
+    assert any("clean_seconds" in s["payload"] for s in saved) == passed, report["sanity"]
     left = []
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:

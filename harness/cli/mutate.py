@@ -475,10 +475,8 @@ def run(args: argparse.Namespace) -> int:
     report = _Report(args, setup, header, _sanity_record(check, reused), outcomes, started, tests)
     if check.interrupted:  # what finished is kept; the score covers only that
         header.update(interrupted=True, not_run=check.not_run)
-        if check.passed and reused.store is not None:  # the next run resumes from the final outcomes
-            from harness.incremental import mutants as reuse
-
-            reuse.save(reused.store, reused.plans, outcomes, partial=True)
+        if check.passed:  # the next run resumes from the final outcomes
+            _save_outcomes(reused, outcomes, partial=True)
         report.finish(f"interrupted after {len(outcomes)} of {len(outcomes) + len(check.not_run)} mutants: the score "
                       "covers only those and is not a verdict" + ("" if check.passed else f"; sanity: {check.reason}"))
         return 130
@@ -489,16 +487,20 @@ def run(args: argparse.Namespace) -> int:
     if interrupted:
         report.finish(interrupted)
         return 130
-    if reused.store is not None:
-        from harness.incremental import mutants as reuse
-
-        reuse.save(reused.store, reused.plans, outcomes)  # a complete campaign whose sanity step passed
+    _save_outcomes(reused, outcomes)  # a complete campaign whose sanity step passed
     if tests is not None and not tests.run_mutants(outcomes):
         header.update(interrupted=True, not_run=[])
         report.finish(f"interrupted while the tests ran against the mutants ({tests.summary()['run']} run): "
                       "the scores are not a verdict")
         return 130
     return 0 if report.finish()["passed"] else 1
+
+
+def _save_outcomes(reused: _Reuse, outcomes: list, *, partial: bool = False) -> None:
+    if reused.store is not None:
+        from harness.incremental import mutants as reuse
+
+        reuse.save(reused.store, reused.plans, outcomes, partial=partial)
 
 
 def _second_look(args: argparse.Namespace, setup: _Setup, header: dict, outcomes: list) -> str | None:
