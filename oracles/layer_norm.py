@@ -48,12 +48,15 @@ def layer_norm_backward(
 
 
 def _centering_terms(xf: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(h, r): h = (|x| + |mu|) * r is the size, in units of the normalised row, of the terms
-    x - mu cancels. A row with a large common offset against a small spread (1e4 + N(0, 1))
-    has h around 2e4 while xhat is around 1: an fp32 mean is off by ulps of the offset, and
-    every finite-precision xhat inherits that error."""
+    """(h, r): h = (|x| + mean|x|) * r is the size, in units of the normalised row, of the terms
+    x - mu cancels. The mean of a row is a sum whose rounding scales with the row's |x|, not with
+    |mu|: a row with a large common offset against a small spread (1e4 + N(0, 1)) has h around
+    2e4 while xhat is around 1, and an fp32 mean is off by ulps of the offset; a row of zero mean
+    (1e-4 N(0, 1)) still has an fp32 mean off by a fraction of an ulp of its typical |x|, which
+    every element's xhat inherits, the ones near the mean included (measured: torch's CUDA
+    layer_norm at M=4093, N=509, run 43, 1.03 x an allowance built on |mu|)."""
     mu, r = _stats(xf, eps)
-    return (xf.abs() + mu.abs()) * r, r
+    return (xf.abs() + xf.abs().mean(-1, keepdim=True)) * r, r
 
 
 def layer_norm_forward_magnitudes(

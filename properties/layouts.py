@@ -94,12 +94,12 @@ def index_width_dim(layout: str, rank: int) -> int:
     return rank - 1 if layout == INDEX_WIDTH_COLS else 0
 
 
-def release() -> None:
+def release(*, force: bool = False) -> None:
     """Give the GPU memory of finished index-width cases back to the device (their storages span
     GBs, which the caching allocator would keep from the other workers on the GPU). Cheap when no
-    index-width storage was made since the last call."""
+    index-width storage was made since the last call (``force``: release anyway)."""
     global _held
-    if not _held:
+    if not _held and not force:
         return
     _held = False
     import gc

@@ -3,7 +3,7 @@
 # index it names, each bounded by LIMIT seconds; run from the repository root with the image's
 # python3. The Liger streams need the git-ignored .whl/ (the liger-kernel wheel) and .liger/repo
 # (its test files at the same release): README, "How good are your kernel tests?".
-#   STREAMS="verify:0 camp0/4:1 camp1/4:2 rms_norm:5"   (stream:gpu)
+#   STREAMS="verify:0 camp0/4:1 camp1/4:2 rms_norm:5 vop:layer_norm:0"   (stream:gpu; vop:OP verifies one op)
 #   LIMIT (s, default 540)  GJOBS (mutate --jobs of the campaign shards)  LJOBS/TJOBS/TSAMPLE (Liger)
 #   SHARD (Liger --shard, empty = all)  MAXEX (Liger --max-examples, default 8)
 #   TXDIST (pytest-xdist workers inside Liger's test command, default 0: none)
@@ -44,6 +44,7 @@ stream() {
         swiglu) liger swiglu liger_kernel.ops.swiglu liger_swiglu.py liger_swiglu_bf16 test_swiglu.py ;;
         cross_entropy) liger cross_entropy liger_kernel.ops.cross_entropy liger_cross_entropy.py liger_cross_entropy_contiguous test_cross_entropy.py ;;
         ce_ext) liger ce_ext liger_kernel.ops.cross_entropy cross_entropy_ext.py liger_cross_entropy_ext_contiguous test_cross_entropy.py ;;
+        vop:*) python3 -m harness verify --backend cuda --op "${s#vop:}" --report-dir "reports/out/gpu/verify_${s#vop:}" --no-render ;;
         torch_ref) python3 -m harness verify --backend cuda --plugin tests/fixtures/torch_reference_ops.py --select torch_fp32 \
                     --report-dir reports/out/gpu/torch_ref --no-render ;;
         verify_ext) python3 -m harness verify --backend cuda --plugin examples/plugins/cross_entropy_ext.py --op cross_entropy_ext \

@@ -92,3 +92,51 @@ def test_each_dropped_option_fails(op, drop, values, scalars):
     correct = run_case(op, REGISTRY.get("cross_entropy_ext", "torch_cross_entropy_ext"), case, backend="interpreter",
                        device="cpu")
     assert all(r.passed for r in correct.records), case.id
+
+
+def _expanded(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap):
+    """The loss evaluated in fp32 the way Liger-Kernel's kernel writes it: lse = m + log(d), the
+    smoothing part expanded to eps * lse * sum(w) - eps * sum(w_c x_c) and added with one rounding
+    (an fma), the weighted mean over the target weights. Correct arithmetic in another order: the op's error model must accept it."""
+    x = logits.float()
+    if softcap:
+        x = softcap * torch.tanh(x / softcap)
+    w = weight.float()
+    m = x.detach().amax(1, keepdim=True)
+    lse = m.squeeze(1) + (x - m).exp().sum(1).log()
+    valid = target != ignore_index
+    t = target.clamp(min=0)
+    loss = (lse - x.gather(1, t[:, None]).squeeze(1)) * w[t]
+    if label_smoothing:
+        eps = label_smoothing / x.shape[1]
+        # fused multiply-add, as the GPU compiles Liger's `scaled_x_sum + label_smoothing * lse`: the
+        # product is not rounded, so a one-class row keeps the rounding of eps * x (run 43: 2e-9)
+        smooth = ((-eps * x * w).sum(1).double() + eps * lse.double() * w.sum().double()).float()
+        loss = loss * (1 - label_smoothing) + smooth
+    zero = torch.zeros_like(loss)
+    loss = torch.where(valid, loss, zero).sum() / torch.where(valid, w[t], zero).sum()
+    if lse_square_scale:
+        loss = loss + lse_square_scale * torch.where(valid, lse * lse, zero).sum() / valid.sum()
+    return loss.to(logits.dtype)
+
+
+@pytest.mark.parametrize("case_id", [
+    # the cases Liger's kernel failed on the H200 (run 43) under an allowance that counted the
+    # smoothing terms as spreads (0 on a one-class row) and left out eps / V in the gradient
+    "cross_entropy_ext:N=7,V=1,dtype=float32,layout=contiguous,values=normal,ignore_index=-100,label_smoothing=0.2,"
+    "lse_square_scale=0.0,softcap=0.0,ignored=some,seed=3018",
+    "cross_entropy_ext:N=1,V=1,dtype=float32,layout=contiguous,values=mixed_scale,ignore_index=-100,label_smoothing=0.2,"
+    "lse_square_scale=0.001,softcap=20.0,ignored=none,seed=33859",
+    "cross_entropy_ext:N=1,V=1,dtype=float32,layout=contiguous,values=normal,ignore_index=-100,label_smoothing=0.2,"
+    "lse_square_scale=0.0,softcap=0.0,ignored=none,seed=0",
+    "cross_entropy_ext:N=31,V=7,dtype=float32,layout=contiguous,values=large_logits,ignore_index=-100,label_smoothing=0.2,"
+    "lse_square_scale=0.0,softcap=0.0,ignored=some,seed=3120",
+    "cross_entropy_ext:N=256,V=7,dtype=float32,layout=contiguous,values=large_logits,ignore_index=-100,label_smoothing=0.2,"
+    "lse_square_scale=0.0,softcap=0.0,ignored=some,seed=3126",
+])
+def test_the_expanded_smoothing_of_an_fp32_kernel_passes(op, case_id):
+    from harness.cases.case import Case
+
+    entry = KernelEntry("cross_entropy_ext", "expanded", _expanded, Contract(), "kernel", "project", "here")
+    run = run_case(op, entry, Case.parse(case_id), backend="interpreter", device="cpu")
+    assert run.records and all(r.passed for r in run.records), [(r.check, r.message[:300]) for r in run.records if not r.passed]

@@ -285,3 +285,79 @@ def test_other_cases_and_the_interpreter_take_no_lock(monkeypatch):
         pass
     with gpu_slot.exclusive({"layout": layouts.INDEX_WIDTH_ROWS}, "interpreter"):
         pass
+
+
+def test_the_kernel_process_gives_its_memory_back_before_the_next_index_width_case(monkeypatch, tmp_path):
+    """The run-43 OOM: kernel processes kept the last case's graph and the allocator's poisoned
+    blocks (17 GB each) after an index-width case. The slot now releases the kernel side (through
+    the host) and this process before it lets the next case in, and only for index-width cases."""
+    from harness.run import gpu_slot
+
+    monkeypatch.setattr(gpu_slot, "lock_path", lambda: tmp_path / "gpu.lock")
+    order = []
+    monkeypatch.setattr(layouts, "release", lambda **kw: order.append("judge"))
+    with gpu_slot.exclusive({"layout": layouts.INDEX_WIDTH_COLS}, "cuda", lambda: order.append("kernel")):
+        order.append("case")
+    assert order == ["case", "kernel", "judge"]
+    order.clear()
+    with gpu_slot.exclusive({"layout": "contiguous"}, "cuda", lambda: order.append("kernel")):
+        pass
+    assert order == []
+
+
+def test_a_session_release_drops_the_last_case_graph():
+    from harness.run.kernel_host import Session
+
+    session = Session(lambda x: x * 2)
+    x = torch.ones(3)
+    assert session.forward((x,), (0,)).error is None
+    assert session.out is not None and session.leaves
+    session.release()
+    assert session.out is None and session.leaves == []
+
+
+def test_the_kernel_process_answers_a_release(tmp_path):
+    """The judge's ``release`` request reaches the kernel process and comes back answered; the
+    process then still serves the next case."""
+    from harness.run.kernel_process import KernelProcess, ProcessHost
+    from harness.settings import current
+
+    proc = KernelProcess(plugins=(), extra_modules=(), backend="interpreter", settings=current())
+    try:
+        proc.bind("rmsnorm", "triton_rmsnorm")
+        host = ProcessHost(proc)
+        host.release()
+        assert proc.proc is not None and proc.proc.is_alive()
+        x, w = torch.randn(2, 4), torch.randn(4)
+        assert host.forward((x, w, 1e-6), ()).error is None
+    finally:
+        proc.close()
+
+
+def test_an_out_of_memory_error_of_the_judge_runs_the_case_once_more(monkeypatch):
+    """An OOM raised by the harness's own allocations (the kernel's errors come back as its
+    reply) is retried once after every cache is given back; a second one ends the job."""
+    from harness.run import suite
+
+    load_builtin_ops()
+    load_project_kernels()
+    spec, entry = REGISTRY.op("rmsnorm"), REGISTRY.get("rmsnorm", "triton_rmsnorm")
+    case = Case.parse("rmsnorm:M=2,N=4,dtype=float32,layout=contiguous,values=normal,eps=1e-06,seed=1")
+    real, calls = suite.run_case, []
+
+    def flaky(*a, **kw):
+        calls.append(1)
+        if len(calls) <= fails:
+            raise torch.OutOfMemoryError("CUDA out of memory (test)")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(suite, "run_case", flaky)
+    monkeypatch.setattr(layouts, "release", lambda **kw: None)
+    fails = 1
+    records = suite.run_suite(spec, entry, backend="interpreter", device="cpu", seed=0, max_examples=0, only_case=case)
+    assert len(calls) == 2 and records and all(r.passed for r in records)
+    calls.clear()
+    fails = 2
+    with pytest.raises(torch.OutOfMemoryError):
+        suite.run_suite(spec, entry, backend="interpreter", device="cpu", seed=0, max_examples=0, only_case=case)
+    assert len(calls) == 2

@@ -20,7 +20,8 @@ softcapping code, which a campaign through ``cross_entropy`` cannot judge).
 Error model (harness.compare.rounding): twice the spread of the float64 loss and gradient when the
 logits, the weights and the upstream gradient are rounded within the input dtype, plus eight fp32
 roundings of the terms (oracles.cross_entropy's magnitudes on the softcapped logits, times the
-largest weight, plus the smoothing sum and the z-loss), plus the output's rounding.
+largest weight, plus the terms of the smoothing sum in its expanded form and of the z-loss; see
+``terms``), plus the output's rounding.
 """
 
 import sys
@@ -56,17 +57,27 @@ def reference(logits, target, weight, ignore_index, label_smoothing, lse_square_
 
 
 def terms(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, dy):
+    """Sizes of the terms the loss and the gradient sum or cancel. The smoothing part,
+    eps * sum_c w_c (lse - x_c) with eps = label_smoothing / V, is commonly evaluated expanded,
+    eps * lse * sum(w) - eps * sum(w_c x_c) (Liger's form): its terms are eps * w_c (|lse| + |x_c|),
+    which cancel to 0 on a one-class row. Its gradient eps * (p_c sum(w) - w_c) cancels where
+    p_c ~ w_c / sum(w): terms eps * (|w_c| + p_c sum|w|)."""
     x = _capped(logits.to(torch.float64), softcap)
     loss_t, grad_t = cross_entropy_magnitudes(x, target, dy, ignore_index)
-    w = weight.to(torch.float64).abs().max()
+    wf = weight.to(torch.float64).abs()
+    w = wf.max()
     valid = target != ignore_index
     n = max(int(valid.sum()), 1)
-    spread = (x.amax(1, keepdim=True) - x).abs()
-    smooth = label_smoothing * (spread * valid.unsqueeze(1)).mean(1).sum() / n
+    # torch's mean divides by the valid rows' target weights, not by their count
+    scale = n / max(float(wf[target.clamp(min=0)][valid].sum()), 1e-30) if bool(valid.any()) else 1.0
+    eps = label_smoothing / x.shape[1]
     lse = torch.logsumexp(x, dim=-1).abs()
+    smooth = eps * (((lse.unsqueeze(1) + x.abs()) * wf).sum(1) * valid).sum() / n
+    p = torch.softmax(x, dim=1)
+    grad_smooth = abs(float(dy)) / n * eps * (wf + p * wf.sum()) * valid.unsqueeze(1)
     z = lse_square_scale * (torch.where(valid, lse.square(), torch.zeros_like(lse))).sum() / n
-    grad_z = 2 * lse_square_scale * abs(float(dy)) / n * lse.unsqueeze(1) * torch.softmax(x, dim=1)
-    return w * (loss_t + smooth) + z, w * grad_t + grad_z
+    grad_z = 2 * lse_square_scale * abs(float(dy)) / n * lse.unsqueeze(1) * p
+    return scale * (w * loss_t + smooth) + z, scale * (w * grad_t + grad_smooth) + grad_z
 
 
 register_op(OpDecl(

@@ -16,7 +16,7 @@ import fcntl
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from properties import layouts
 
@@ -32,8 +32,11 @@ def lock_path() -> Path:
 
 
 @contextlib.contextmanager
-def exclusive(case, backend: str) -> Iterator[None]:
-    """Hold the GPU's index-width lock while an index-width case runs on CUDA; otherwise nothing."""
+def exclusive(case, backend: str, release_host: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """Hold the GPU's index-width lock while an index-width case runs on CUDA; otherwise nothing.
+    Before the next one gets in, this process and, through ``release_host``, the kernel process
+    give their GPU memory back: the case's inputs, the kernel's outputs and saved graph, and the
+    allocator's cached blocks (harness.run.kernel_host.Session.release)."""
     if backend != "cuda" or not layouts.is_index_width(case):
         yield
         return
@@ -42,5 +45,6 @@ def exclusive(case, backend: str) -> Iterator[None]:
         try:
             yield
         finally:
+            release_host()
             layouts.release()
             fcntl.flock(fh, fcntl.LOCK_UN)

@@ -113,6 +113,16 @@ def poison_allocator(device: torch.device, nbytes: int) -> None:
     del block
 
 
+def give_back_memory() -> None:
+    """Free what nothing references any more and return this process's cached CUDA blocks."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.ipc_collect()  # storages shared with another process that it has let go
+        torch.cuda.empty_cache()
+
+
 class Session:
     """The kernel's side of a case: calls ``fn``, keeps the leaves and output of the last
     forward for the backward, times each call. Never raises for what the kernel does
@@ -169,6 +179,13 @@ class Session:
 
         return self._timed(call, device)
 
+    def release(self) -> None:
+        """Drop the last case's leaves and output (its autograd graph) and give this process's
+        cached GPU memory back to the device: after an index-width case the graph and the
+        allocator's poisoned blocks span tens of GB that the other workers on the GPU need."""
+        self.leaves, self.out = [], None
+        give_back_memory()
+
     def repeat(self, args: tuple, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> Reply:
         first = self.forward(args, grad_wrt)
         if first.error is not None or not grad_wrt:
@@ -206,3 +223,6 @@ class InProcessHost:
 
     def repeat(self, args: tuple, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> Reply:
         return self.session.repeat(args, grad_wrt, upstream)
+
+    def release(self) -> None:
+        self.session.release()

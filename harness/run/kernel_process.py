@@ -195,6 +195,13 @@ class KernelProcess:
         answer = self._request(("health",), "the health check", self.settings.watchdog_base(self.backend))
         return answer.get("problem")
 
+    def release(self) -> None:
+        """Ask the kernel process to drop the last case's tensors and return its cached GPU
+        memory (harness.run.kernel_host.Session.release); nothing to do when it is not running."""
+        if self.proc is None:
+            return
+        self._request(("release",), "the memory release", self.settings.watchdog_base(self.backend))
+
     def _request(self, message: tuple, what: str, limit: float, *, fatal: bool = False) -> dict:
         try:
             self.conn.send(message)
@@ -269,5 +276,8 @@ class ProcessHost:
 
     def repeat(self, args: tuple, grad_wrt: tuple[int, ...], upstream) -> Reply:
         return self.process.call("repeat", args, grad_wrt, upstream)
+
+    def release(self) -> None:
+        self.process.release()
 
 

@@ -3,7 +3,8 @@
 It loads the user's code (plugins, extra modules), installs the out-of-bounds guard and the
 compile clock, then answers the judge's requests one at a time: ``bind`` (which entry, and
 its contract and description), ``contract_call``, ``forward``, ``backward``, ``repeat``
-(harness.run.kernel_host.Session does the calls), ``health``, ``exit``. Every kernel call
+(harness.run.kernel_host.Session does the calls), ``health``, ``release`` (drop the last case's
+tensors and return the cached GPU memory), ``exit``. Every kernel call
 is wrapped in ``except BaseException``: ``sys.exit``, ``KeyboardInterrupt`` and the like
 come back as the kernel's error; what cannot be caught (``os._exit``, a signal) ends the
 process, and the judge sees how.
@@ -143,6 +144,10 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
             conn.send({"entry": _entry_data(entry)})
         elif kind == "health":
             conn.send({"problem": health(device)})
+        elif kind == "release":
+            if session is not None:
+                session.release()
+            conn.send({"released": True})
         elif kind == "rule":
             conn.send(_rule(entry, *payload))
         else:

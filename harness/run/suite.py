@@ -18,6 +18,7 @@ import hashlib
 import time
 from typing import Callable, Sequence
 
+import torch
 from hypothesis.errors import FlakyFailure
 from hypothesis import HealthCheck, Phase as HypothesisPhase, given, seed as hypothesis_seed, settings
 
@@ -27,8 +28,9 @@ from harness.record import waivers
 from harness.record.case_record import CaseRecord, Phase
 from harness.registry.registry import KernelEntry
 from harness.run import gpu_slot
-from harness.run.runner import CaseRun, run_case
+from harness.run.kernel_host import KernelLost
 from properties import layouts
+from harness.run.runner import CaseRun, run_case
 from harness.settings import current as current_settings
 
 Progress = Callable[[CaseRun], None]
@@ -94,7 +96,20 @@ def run_suite(
     def one(case: Case, phase: Phase) -> CaseRun:
         if on_start:
             on_start(case)
-        run = run_case(spec, entry, case, backend=backend, device=device, phase=phase, host=host, base_host=base_host)
+        for attempt in (1, 2):
+            try:
+                run = run_case(spec, entry, case, backend=backend, device=device, phase=phase, host=host,
+                               base_host=base_host)
+                break
+            except torch.OutOfMemoryError:
+                # the judge's own allocation (inputs, their snapshot, the oracle) did not fit beside
+                # what other processes on the GPU hold: not the kernel's doing (the kernel's own
+                # errors come back as its reply). A second failure ends the job as a crash.
+                if attempt == 2:
+                    raise
+            # out of the except block, so the traceback's frames no longer hold the case's tensors
+            release()
+            layouts.release(force=True)
         waivers.apply(run.records, entry.contract.waive)  # before any verdict is drawn from them
         if progress:
             progress(run)
@@ -103,18 +118,25 @@ def run_suite(
             raise _JobOver()
         return run
 
+    def release() -> None:
+        """After an index-width case: the kernel process gives its GPU memory back too."""
+        try:
+            if host is not None and hasattr(host, "release"):
+                host.release()
+        except KernelLost:
+            pass  # the process is gone, and its memory with it; the next case starts a new one
+
     try:
-        return _suite(spec, one, records, plan)
+        return _suite(spec, one, records, plan, release)
     except _JobOver:
         return records
 
 
-def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan) -> list[CaseRecord]:
+def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan, release: Callable[[], None]) -> list[CaseRecord]:
     index, count = plan.shard
     if plan.only_case is not None:
-        with gpu_slot.exclusive(plan.only_case, plan.backend):
+        with gpu_slot.exclusive(plan.only_case, plan.backend, release):
             records += one(plan.only_case, Phase.EXPLICIT).records
-            layouts.release()
         return records
 
     floor = [case for position, case in enumerate(spec.floor_cases(backend=plan.backend)) if position % count == index]
@@ -122,12 +144,11 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan) -> lis
         rank = {case_id: i for i, case_id in enumerate(plan.floor_first)}
         floor.sort(key=lambda case: rank.get(case.id, len(rank)))  # stable: the rest keep their order
     for case in floor:
-        with gpu_slot.exclusive(case, plan.backend):  # one index-width case at a time per GPU
+        with gpu_slot.exclusive(case, plan.backend, release):  # one index-width case at a time per GPU
             run = one(case, Phase.FLOOR)
             records += run.records
             passed = run.passed
-            del run  # its inputs: GBs on a GPU for an index-width case, given back before the next case
-            layouts.release()
+            del run  # its inputs: GBs on a GPU for an index-width case, given back before the lock is
         if plan.stop_at_first_failure and not passed:
             return records
 
