@@ -7,12 +7,15 @@
 #   LIMIT (s, default 540)  GJOBS (mutate --jobs of the campaign shards)  LJOBS/TJOBS/TSAMPLE (Liger)
 #   SHARD (Liger --shard, empty = all)  MAXEX (Liger --max-examples, default 8)
 #   TXDIST (pytest-xdist workers inside Liger's test command, default 0: none)
+#   LEXTRA (more mutate flags for the Liger streams, e.g. --no-memcheck)
+# The whole batch ends within LIMIT + 70 s (timeout's -k 40, then 30 s for the harness to write
+# its partial report): keep that under the device call's limit, or nothing comes back.
 # Reports land in reports/out/gpu/<stream>; logs in reports/out/logs; all tarred into $OUT/reports.tgz.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 LIMIT=${LIMIT:-540}; GJOBS=${GJOBS:-auto}; LJOBS=${LJOBS:-6}; TJOBS=${TJOBS:-3}; TSAMPLE=${TSAMPLE:-20}
-SHARD=${SHARD:-}; MAXEX=${MAXEX:-8}; TXDIST=${TXDIST:-0}
+SHARD=${SHARD:-}; MAXEX=${MAXEX:-8}; TXDIST=${TXDIST:-0}; LEXTRA=${LEXTRA:-}
 mkdir -p reports/out/logs reports/out/gpu /tmp/site
 python3 -m pip install -q --no-deps --target /tmp/site .whl/liger_kernel-0.8.5-py3-none-any.whl >/dev/null 2>&1
 export PYTHONPATH=$ROOT:/tmp/site
@@ -24,7 +27,7 @@ liger() {  # name module plugin carrier testfile [extra...]
     python3 -m harness mutate --backend cuda --mutate-module "$mod" --plugin "examples/plugins/$plugin" \
         --carrier "$carrier" --max-examples "$MAXEX" --jobs "$LJOBS" --tests-jobs "$TJOBS" --tests-sample "$TSAMPLE" \
         --tests "cd $ROOT/.liger/repo && python3 -m pytest -x -q $( [ "$TXDIST" -gt 0 ] && echo "-n $TXDIST" ) test/transformers/$tfile" \
-        $EQ ${SHARD:+--shard $SHARD} --report-dir "reports/out/gpu/$name" "$@"
+        $EQ ${SHARD:+--shard $SHARD} --report-dir "reports/out/gpu/$name" $LEXTRA "$@"
 }
 
 stream() {
@@ -60,7 +63,7 @@ stream() {
 }
 
 export -f liger stream
-export ROOT MAXEX LJOBS TJOBS TSAMPLE SHARD GJOBS EQ TXDIST
+export ROOT MAXEX LJOBS TJOBS TSAMPLE SHARD GJOBS EQ TXDIST LEXTRA
 start=$(date +%s)
 pids=()
 for sg in ${STREAMS:-verify:0}; do
@@ -76,7 +79,7 @@ wait "${pids[@]}"
 kill $smi 2>/dev/null
 # timeout returns when its bash child dies of SIGTERM, while the harness (which handles SIGTERM by
 # writing its partial report and store) may still be finishing: wait for it before tarring
-for i in $(seq 60); do pgrep -f "python3 -m harness" >/dev/null || break; sleep 2; done
+for i in $(seq 15); do pgrep -f "python3 -m harness" >/dev/null || break; sleep 2; done
 echo "all streams done in $(( $(date +%s) - start )) s"
 for f in reports/out/logs/*.log; do echo "== $f"; tail -n 4 "$f"; done
 tar czf "${OUT:-/tmp}/reports.tgz" reports/out
