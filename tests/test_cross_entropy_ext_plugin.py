@@ -46,11 +46,11 @@ def _z(x, target, ignore_index, naive=False):
 
 
 def _variant(drop):
-    def kernel(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap):
+    def kernel(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, weighted):
         x = logits.float()
         if softcap and drop != "softcap":
             x = softcap * torch.tanh(x / softcap)
-        w = None if drop == "weight" else weight.float()
+        w = None if drop == "weight" or not (weighted or drop == "weighted_flag") else weight.float()
         ls = 0.0 if drop == "smoothing" else label_smoothing
         if drop == "weights_sum":  # the weighted mean divided by the row count, not the weights' sum
             valid = target != ignore_index
@@ -68,17 +68,21 @@ def _variant(drop):
 def _case(op, values=None, **scalars):
     """The first fp32 floor case with these scalar values (and value kind) and rows not ignored."""
     for c in op.floor_cases(backend="interpreter"):
-        if c["dtype"] == "float32" and values in (None, c["values"]) and c.get("ignored") != "all" and int(c["N"]) > 2 \
+        if c["dtype"] == "float32" and values in (None, c["values"]) and c.get("ignored") != "all" and int(c["N"]) > 2 and int(c["V"]) > 2 \
                 and all(c[k] == v for k, v in scalars.items()):
             return c
     raise AssertionError(f"no floor case with {values}, {scalars}")
 
 
 @pytest.mark.parametrize("drop, values, scalars", [
-    ("weight", "normal", {}),
-    ("weights_sum", "normal", {}),
+    ("weight", "normal", {"weighted": 1}),
+    ("weights_sum", "normal", {"weighted": 1}),
     ("smoothing", "normal", {"label_smoothing": 0.2}),
     ("z_loss", "normal", {"lse_square_scale": 1e-3}),
+    # the same options without class weights: another path in a kernel such as Liger's
+    ("smoothing", "normal", {"label_smoothing": 0.2, "weighted": 0}),
+    ("z_loss", "normal", {"lse_square_scale": 1e-3, "weighted": 0}),
+    ("weighted_flag", "normal", {"weighted": 0}),  # applies the weights when told there are none
     ("softcap", None, {"softcap": 20.0}),
     # torch.logsumexp's backward on an fp32 row of -1e9: exp(x - lse) without the log(V) (run
     # through this op: the first torch kernel written for it failed so, 63x the allowed)
@@ -94,14 +98,20 @@ def test_each_dropped_option_fails(op, drop, values, scalars):
     assert all(r.passed for r in correct.records), case.id
 
 
-def _expanded(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap):
+def test_the_floor_pairs_every_option_with_and_without_weights(op):
+    seen = {(c["weighted"], k) for c in op.floor_cases(backend="interpreter")
+            for k in ("label_smoothing", "lse_square_scale", "softcap") if c[k]}
+    assert seen == {(w, k) for w in (0, 1) for k in ("label_smoothing", "lse_square_scale", "softcap")}
+
+
+def _expanded(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, weighted=1):
     """The loss evaluated in fp32 the way Liger-Kernel's kernel writes it: lse = m + log(d), the
     smoothing part expanded to eps * lse * sum(w) - eps * sum(w_c x_c) and added with one rounding
     (an fma), the weighted mean over the target weights. Correct arithmetic in another order: the op's error model must accept it."""
     x = logits.float()
     if softcap:
         x = softcap * torch.tanh(x / softcap)
-    w = weight.float()
+    w = weight.float() if weighted else torch.ones_like(weight, dtype=torch.float32)
     m = x.detach().amax(1, keepdim=True)
     lse = m.squeeze(1) + (x - m).exp().sum(1).log()
     valid = target != ignore_index
@@ -124,15 +134,15 @@ def _expanded(logits, target, weight, ignore_index, label_smoothing, lse_square_
     # the cases Liger's kernel failed on the H200 (run 43) under an allowance that counted the
     # smoothing terms as spreads (0 on a one-class row) and left out eps / V in the gradient
     "cross_entropy_ext:N=7,V=1,dtype=float32,layout=contiguous,values=normal,ignore_index=-100,label_smoothing=0.2,"
-    "lse_square_scale=0.0,softcap=0.0,ignored=some,seed=3018",
+    "lse_square_scale=0.0,softcap=0.0,weighted=1,ignored=some,seed=3018",
     "cross_entropy_ext:N=1,V=1,dtype=float32,layout=contiguous,values=mixed_scale,ignore_index=-100,label_smoothing=0.2,"
-    "lse_square_scale=0.001,softcap=20.0,ignored=none,seed=33859",
+    "lse_square_scale=0.001,softcap=20.0,weighted=1,ignored=none,seed=33859",
     "cross_entropy_ext:N=1,V=1,dtype=float32,layout=contiguous,values=normal,ignore_index=-100,label_smoothing=0.2,"
-    "lse_square_scale=0.0,softcap=0.0,ignored=none,seed=0",
+    "lse_square_scale=0.0,softcap=0.0,weighted=1,ignored=none,seed=0",
     "cross_entropy_ext:N=31,V=7,dtype=float32,layout=contiguous,values=large_logits,ignore_index=-100,label_smoothing=0.2,"
-    "lse_square_scale=0.0,softcap=0.0,ignored=some,seed=3120",
+    "lse_square_scale=0.0,softcap=0.0,weighted=1,ignored=some,seed=3120",
     "cross_entropy_ext:N=256,V=7,dtype=float32,layout=contiguous,values=large_logits,ignore_index=-100,label_smoothing=0.2,"
-    "lse_square_scale=0.0,softcap=0.0,ignored=some,seed=3126",
+    "lse_square_scale=0.0,softcap=0.0,weighted=1,ignored=some,seed=3126",
 ])
 def test_the_expanded_smoothing_of_an_fp32_kernel_passes(op, case_id):
     from harness.cases.case import Case

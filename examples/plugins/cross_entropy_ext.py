@@ -4,16 +4,20 @@ from a plugin file, with a torch kernel and (when liger-kernel is installed) Lig
     python -m harness verify --plugin examples/plugins/cross_entropy_ext.py --op cross_entropy_ext
 
 ``f(logits[N, V], target[N] int64, weight[V], ignore_index: int, label_smoothing: float,
-lse_square_scale: float, softcap: float) -> scalar`` in logits' dtype, differentiable in logits:
+lse_square_scale: float, softcap: float, weighted: int) -> scalar`` in logits' dtype,
+differentiable in logits:
 
     x    = softcap * tanh(logits / softcap)            (softcap = 0: x = logits)
-    loss = F.cross_entropy(x, target, weight=weight, ignore_index=ignore_index,
+    w    = weight if weighted else None                (weighted = 0: no class weights at all)
+    loss = F.cross_entropy(x, target, weight=w, ignore_index=ignore_index,
                            label_smoothing=label_smoothing)
            + lse_square_scale * mean over the rows not ignored of logsumexp(x_i)^2   (the z-loss)
 
 NaN when every row is ignored (as torch). The class weights are drawn around 1 with random sizes
 (never all ones), so a kernel that drops a weight, or divides by the row count where the weights'
-sum belongs, is seen. The ``cross_entropy`` op has none of these options: this op is what reaches
+sum belongs, is seen. ``weighted = 0`` passes no weight: a kernel may take another path then
+(Liger's ``HAS_WEIGHT = False`` branches carry their own smoothing, z-loss and target-gradient
+code, which weighted cases never run; run 45 left 9 mutants there). The ``cross_entropy`` op has none of these options: this op is what reaches
 the branches of a kernel that implements them (Liger's ``HAS_WEIGHT``, label smoothing, z-loss and
 softcapping code, which a campaign through ``cross_entropy`` cannot judge).
 
@@ -50,13 +54,13 @@ def _z_term(x, target, ignore_index):
     return torch.where(valid, lse.square(), torch.zeros_like(lse)).sum() / valid.sum()
 
 
-def reference(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap):
+def reference(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, weighted):
     x = _capped(logits, softcap)
-    loss = F.cross_entropy(x, target, weight=weight, ignore_index=ignore_index, label_smoothing=label_smoothing)
+    loss = F.cross_entropy(x, target, weight=weight if weighted else None, ignore_index=ignore_index, label_smoothing=label_smoothing)
     return loss + lse_square_scale * _z_term(x, target, ignore_index) if lse_square_scale else loss
 
 
-def terms(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, dy):
+def terms(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, weighted, dy):
     """Sizes of the terms the loss and the gradient sum or cancel. The smoothing part,
     eps * sum_c w_c (lse - x_c) with eps = label_smoothing / V, is commonly evaluated expanded,
     eps * lse * sum(w) - eps * sum(w_c x_c) (Liger's form): its terms are eps * w_c (|lse| + |x_c|),
@@ -64,7 +68,7 @@ def terms(logits, target, weight, ignore_index, label_smoothing, lse_square_scal
     p_c ~ w_c / sum(w): terms eps * (|w_c| + p_c sum|w|)."""
     x = _capped(logits.to(torch.float64), softcap)
     loss_t, grad_t = cross_entropy_magnitudes(x, target, dy, ignore_index)
-    wf = weight.to(torch.float64).abs()
+    wf = weight.to(torch.float64).abs() if weighted else torch.ones(x.shape[1], dtype=torch.float64, device=x.device)
     w = wf.max()
     valid = target != ignore_index
     n = max(int(valid.sum()), 1)
@@ -83,12 +87,15 @@ def terms(logits, target, weight, ignore_index, label_smoothing, lse_square_scal
 register_op(OpDecl(
     name="cross_entropy_ext",
     signature="f(logits[N, V], target[N] int64, weight[V], ignore_index: int, label_smoothing: float, "
-              "lse_square_scale: float, softcap: float) -> scalar",
+              "lse_square_scale: float, softcap: float, weighted: int) -> scalar",
     inputs=(Tensor("logits", "N, V"), Index("target", "N", high="V", ignore="ignore_index"),
             Tensor("weight", "V", values="gain", differentiable=False),
-            # lengths 3, 2, 3, 4: the floor takes scalar values in turn, so every pairing occurs
+            # the floor takes every scalar's values in turn, all with the same counter: lengths
+            # 3, 2, 5, 7 and 11, pairwise coprime, so every pair of values occurs together
             Scalar("ignore_index", (-100, -1, 0)), Scalar("label_smoothing", (0.0, 0.2)),
-            Scalar("lse_square_scale", (0.0, 1e-3, 0.0)), Scalar("softcap", (0.0, 0.0, 20.0, 0.0))),
+            Scalar("lse_square_scale", (0.0, 1e-3, 0.0, 1e-3, 0.0)),
+            Scalar("softcap", (0.0, 0.0, 20.0, 0.0, 0.0, 20.0, 0.0)),
+            Scalar("weighted", (1, 0, 1, 0, 1, 1, 0, 1, 0, 1, 0))),
     output="",
     reference=reference,
     terms=terms,
@@ -101,9 +108,9 @@ register_op(OpDecl(
 
 @register_kernel("cross_entropy_ext", name="torch_cross_entropy_ext",
                  description="torch's F.cross_entropy in fp32 on upcast inputs, plus the z-loss, rounded back")
-def torch_cross_entropy_ext(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap):
+def torch_cross_entropy_ext(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap, weighted):
     x = _capped(logits.float(), softcap)
-    loss = F.cross_entropy(x, target, weight=weight.float(), ignore_index=ignore_index, label_smoothing=label_smoothing)
+    loss = F.cross_entropy(x, target, weight=weight.float() if weighted else None, ignore_index=ignore_index, label_smoothing=label_smoothing)
     if lse_square_scale:
         loss = loss + lse_square_scale * _z_term(x, target, ignore_index)
     return loss.to(logits.dtype)
@@ -118,10 +125,11 @@ if LigerCrossEntropyFunction is not None:
     sys.path.insert(0, str(Path(__file__).parent))
     from _carrier import narrowed  # noqa: E402
 
-    def liger_cross_entropy_ext(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap):
+    def liger_cross_entropy_ext(logits, target, weight, ignore_index, label_smoothing, lse_square_scale, softcap,
+                                weighted):
         # Liger 0.8.5: forward(ctx, _input, target, weight, ignore_index, lse_square_scale,
         # label_smoothing, reduction, softcap, ...) -> (loss, z_loss, token_accuracy, predicted_tokens)
-        out = LigerCrossEntropyFunction.apply(logits, target, weight, ignore_index, lse_square_scale,
+        out = LigerCrossEntropyFunction.apply(logits, target, weight if weighted else None, ignore_index, lse_square_scale,
                                               label_smoothing, "mean", softcap or None)
         return out[0] if isinstance(out, tuple) else out
 
