@@ -197,8 +197,9 @@ class KernelProcess:
 
     def release(self) -> None:
         """Ask the kernel process to drop the last case's tensors and return its cached GPU
-        memory (harness.run.kernel_host.Session.release); nothing to do when it is not running."""
-        if self.proc is None:
+        memory (harness.run.kernel_host.Session.release); nothing to do when it is not running
+        (a process that died in the case has given its memory back, and its loss is counted once)."""
+        if self.proc is None or not self.proc.is_alive():
             return
         self._request(("release",), "the memory release", self.settings.watchdog_base(self.backend))
 
