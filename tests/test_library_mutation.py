@@ -245,3 +245,39 @@ def test_merged_parts_add_their_tests_counts():
     merged = lt.merge([part, sampled])
     assert (merged["killed"], merged["survived"], merged["run"], merged["score"]) == (2, 3, 5, 0.4)
     assert merged["sample"] == {"size": 3, "of": 7, "mutants": ["x", "y", "z"]} and lt.merge([None]) is None
+
+
+def test_a_clean_run_that_fails_late_stops_the_campaign_beside_it(tmp_path):
+    """The clean run goes beside the harness's own pass; when it fails, the campaign stops at its
+    next event and exits 2 with the run's output, scoring nothing and writing no report."""
+    failing = f"{sys.executable} -c \"import time; time.sleep(3); print('broke late'); raise SystemExit(4)\""
+    got = _mutate(tmp_path, "--mutate-module", "stand_in_lib.rms_norm", "--tests", failing)
+    assert got.returncode == 2 and "broke late" in got.stderr and "exit status 4" in got.stderr, got.stderr[-2000:]
+    assert "beside the campaign" in got.stdout
+    assert "score" not in got.stdout.split("beside the campaign")[-1].lower()  # never reached a score
+    assert not (tmp_path / "out" / "mutation.json").exists()
+
+
+def test_an_interrupted_library_campaign_kills_its_clean_run(tmp_path):
+    """SIGTERM while the clean run still runs beside the campaign: the campaign ends as an
+    interruption (exit 130, partial report) without waiting for it, and no test process is left."""
+    import signal
+    import time
+
+    tag = f"clean-run-{os.getpid()}-{time.time_ns()}"
+    slow = f"{sys.executable} -c \"import time; time.sleep(300)\" {tag}"
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(FIXTURES))
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "mutate", "--plugin", PLUGIN, "--backend", "interpreter",
+                             "--report-dir", str(tmp_path / "out"), "--mutate-module", "stand_in_lib.rms_norm",
+                             "--tests", slow], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode != 0:
+        time.sleep(0.5)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 130, out[-2000:]
+    time.sleep(1)
+    assert subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode != 0, "the clean run outlived the campaign"
+    assert json.loads((tmp_path / "out" / "mutation.json").read_text())["interrupted"] is True

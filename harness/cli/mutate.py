@@ -21,6 +21,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from harness.cli import common
 from harness.errors import UsageError
@@ -364,7 +365,10 @@ def _driver_args(args: argparse.Namespace, setup: _Setup) -> tuple[str, ...]:
     return tuple(words + (["--carrier", args.carrier] if args.carrier != "*" else []))
 
 
-def _run_pool(args: argparse.Namespace, setup: _Setup, reused: _Reuse, header: dict):
+def _run_pool(args: argparse.Namespace, setup: _Setup, reused: _Reuse, header: dict,
+              stop: Callable[[], bool] | None = None):
+    """The sanity step and the mutants' jobs; ``stop`` (the --tests clean run failed) ends them
+    early, as an interruption would: nothing of this campaign could be scored by the tests."""
     from harness.mutation import campaign
     from harness.execution.progress import Progress
 
@@ -373,8 +377,13 @@ def _run_pool(args: argparse.Namespace, setup: _Setup, reused: _Reuse, header: d
                          _driver_args(args, setup)) if not setup.case else None
     with Progress("mutate", len(setup.runnable) - len(reused.saved) + len(checks), classify=_progress_classes(checks),
                   shown=("survived", "sanity failed")) as progress:
+        def on_event(event) -> None:
+            progress(event)
+            if stop is not None and stop():
+                raise KeyboardInterrupt  # the job pool stops as on Ctrl-C; run() then exits 2
+
         check, outcomes = campaign.run_campaign(setup.entries, ops=setup.ops, equivalent=setup.equivalent,
-                                                timeout=args.timeout, case=setup.case, on_event=progress,
+                                                timeout=args.timeout, case=setup.case, on_event=on_event,
                                                 first_looks=looks, saved=reused.saved,
                                                 saved_sanity=reused.saved_sanity, **setup.campaign_kw(args))
     if looks is not None:
@@ -468,10 +477,21 @@ def run(args: argparse.Namespace) -> int:
     backend = common.prepare(args)
     started = time.monotonic()
     setup = _set_up(args, backend)
-    tests = _clean_tests(args, setup)
-    reused = _incremental(args, setup)
-    header = _header(args, setup)
-    check, outcomes = _run_pool(args, setup, reused, header)
+    tests = _start_tests(args, setup)
+    try:
+        reused = _incremental(args, setup)
+        header = _header(args, setup)
+        check, outcomes = _run_pool(args, setup, reused, header, stop=tests.clean_failed if tests else None)
+    except BaseException:
+        if tests is not None:
+            tests.stop_clean()
+            tests.close()
+        raise
+    if tests is not None:
+        if check.interrupted and not tests.clean_failed():
+            tests.stop_clean()  # the user's interruption: the clean run is not waited for
+        else:
+            _clean_verdict(args, tests)  # exit 2 if the command fails on the unmutated library
     report = _Report(args, setup, header, _sanity_record(check, reused), outcomes, started, tests)
     if check.interrupted:  # what finished is kept; the score covers only that
         header.update(interrupted=True, not_run=check.not_run)
@@ -523,9 +543,9 @@ def _second_look(args: argparse.Namespace, setup: _Setup, header: dict, outcomes
     return None
 
 
-def _clean_tests(args: argparse.Namespace, setup: _Setup):
-    """--tests: the command on the unmutated library, which must pass (else exit 2 with the end
-    of its output); the scoring object that runs it against the mutants later."""
+def _start_tests(args: argparse.Namespace, setup: _Setup):
+    """--tests: the command on the unmutated library, started beside the campaign (which does not
+    depend on it); the scoring object that runs it against the mutants later."""
     if args.tests is None:
         return None
     from harness.mutation import campaign
@@ -534,13 +554,19 @@ def _clean_tests(args: argparse.Namespace, setup: _Setup):
     tests = Scoring(args.tests, cwd=os.getcwd(), jobs=args.tests_jobs or setup.parallel, sample_size=args.tests_sample,
                     interpreter=setup.backend.is_interpreter, timeout=args.timeout,
                     factor=campaign.TIMEOUT_FACTOR, margin=campaign.TIMEOUT_MARGIN_S)
-    print(f"mutate: the tests command on the unmutated library: {args.tests}", flush=True)
-    clean = tests.run_clean()
+    print(f"mutate: the tests command on the unmutated library, beside the campaign: {args.tests}", flush=True)
+    tests.start_clean()
+    return tests
+
+
+def _clean_verdict(args: argparse.Namespace, tests) -> None:
+    """The clean run must pass (else exit 2 with the end of its output): a command that fails
+    without a mutant cannot score its tests."""
+    clean = tests.wait_clean()
     if not clean.passed:
         tests.close()
         print(clean.tail, file=sys.stderr)
         why = f"it ran past {tests.clean_limit:.0f} s" if clean.timed_out else f"exit status {clean.exit_status}"
         raise UsageError(f"--tests {args.tests!r} fails on the unmutated library ({why}; the end of its output is "
                          "above): a command that fails without a mutant cannot score its tests")
-    print(f"mutate: it passes in {clean.seconds:.1f} s", flush=True)
-    return tests
+    print(f"mutate: the tests command passes on the unmutated library in {clean.seconds:.1f} s", flush=True)

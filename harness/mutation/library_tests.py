@@ -8,7 +8,9 @@ soon as its module is imported (harness.mutation.swap, loaded by path: nothing o
 is imported there). Without that variable it does nothing. A ``sitecustomize`` already on the
 path is run after it, so a site's own start-up code still happens.
 
-The unmutated command must pass first (``clean``), with the bootstrap in place. Then a non-zero
+The unmutated command must pass (``clean``), with the bootstrap in place; it runs in a thread beside
+the harness's own pass over the mutants (``Scoring.start_clean``), which stops as soon as it fails,
+and its verdict is awaited before any mutant is scored by the tests. Then a non-zero
 exit kills the mutant for the tests; a run past the time limit counts as detected, as in the
 campaign (its whole process group is killed). ``sample`` picks a deterministic subset when the
 tests are too slow to run against every mutant.
@@ -200,10 +202,37 @@ class Scoring:
             return self.fixed_timeout
         return self.factor * (self.clean.seconds if self.clean else 0.0) + self.margin
 
-    def run_clean(self) -> TestRun:
+    def run_clean(self, running: list | None = None) -> TestRun:
         env = self.bootstrap.env(None, os.environ, interpreter=self.interpreter)
-        self.clean = run_command(self.command, env, self.cwd, self.clean_limit)
+        self.clean = run_command(self.command, env, self.cwd, self.clean_limit, running)
         return self.clean
+
+    def start_clean(self) -> None:
+        """The clean run in a thread, beside the harness's own pass over the mutants (which does
+        not depend on it): ``clean_failed`` tells the campaign to stop early, ``wait_clean``
+        gives the verdict before any mutant is scored by the tests."""
+        self._clean_running: list = []
+        self._clean_pool = ThreadPoolExecutor(1, thread_name_prefix="clean-tests")
+        self._clean_future = self._clean_pool.submit(self.run_clean, self._clean_running)
+
+    def clean_failed(self) -> bool:
+        """The clean run has ended and did not pass."""
+        future = getattr(self, "_clean_future", None)
+        return future is not None and future.done() and (future.exception() is not None or not future.result().passed)
+
+    def wait_clean(self) -> TestRun:
+        run = self._clean_future.result()
+        self._clean_pool.shutdown(wait=True)
+        return run
+
+    def stop_clean(self) -> None:
+        """An interrupted campaign does not wait for the clean run: kill it."""
+        future = getattr(self, "_clean_future", None)
+        if future is None:
+            return
+        for proc in list(self._clean_running):
+            _kill(proc)
+        self._clean_pool.shutdown(wait=True)
 
     def run_mutants(self, outcomes) -> bool:
         """Run the command against every scorable mutant (or the sample); False if interrupted."""
