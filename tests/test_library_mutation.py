@@ -281,3 +281,31 @@ def test_an_interrupted_library_campaign_kills_its_clean_run(tmp_path):
     time.sleep(1)
     assert subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode != 0, "the clean run outlived the campaign"
     assert json.loads((tmp_path / "out" / "mutation.json").read_text())["interrupted"] is True
+
+
+def test_tests_stopped_beside_the_second_look_count_no_kill(tmp_path):
+    """The tests against the mutants run beside the memcheck second look; an interruption there
+    stops them: the runs it cut short (killed, so a non-zero exit) are dropped, never counted as
+    kills, and the scoring says it did not finish."""
+    import time
+    import types
+
+    from harness.mutation.library_tests import Scoring
+
+    def outcome(name):
+        fn = types.SimpleNamespace(spec=lambda: {"mutant": name})
+        return types.SimpleNamespace(entry=types.SimpleNamespace(name=name, fn=fn),
+                                     status=types.SimpleNamespace(value="survived"))
+
+    slow = f"{sys.executable} -c \"import time; time.sleep(120)\""
+    tests = Scoring(slow, cwd=str(tmp_path), jobs=2, sample_size=None, interpreter=True, timeout=300.0,
+                    factor=5.0, margin=60.0)
+    tests.start_mutants([outcome(f"gen.m{i}") for i in range(4)])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(tests._mutant_running) < 2:
+        time.sleep(0.1)
+    started = time.monotonic()
+    tests.stop_mutants()
+    assert time.monotonic() - started < 30
+    assert tests.runs == {} and tests.summary()["run"] == 0
+    assert tests.wait_mutants() is False

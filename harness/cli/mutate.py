@@ -503,12 +503,21 @@ def run(args: argparse.Namespace) -> int:
     if not check.passed:
         report.finish(check.reason, scored=False)
         return 1
-    interrupted = _second_look(args, setup, header, outcomes)
+    if tests is not None:  # the library's tests against the mutants, beside the memcheck second look
+        tests.start_mutants(outcomes)
+    try:
+        interrupted = _second_look(args, setup, header, outcomes)
+    except BaseException:
+        if tests is not None:
+            tests.stop_mutants()
+        raise
     if interrupted:
+        if tests is not None:
+            tests.stop_mutants()
         report.finish(interrupted)
         return 130
     _save_outcomes(reused, outcomes)  # a complete campaign whose sanity step passed
-    if tests is not None and not tests.run_mutants(outcomes):
+    if tests is not None and not tests.wait_mutants():
         header.update(interrupted=True, not_run=[])
         report.finish(f"interrupted while the tests ran against the mutants ({tests.summary()['run']} run): "
                       "the scores are not a verdict")

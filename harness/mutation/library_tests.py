@@ -10,7 +10,9 @@ path is run after it, so a site's own start-up code still happens.
 
 The unmutated command must pass (``clean``), with the bootstrap in place; it runs in a thread beside
 the harness's own pass over the mutants (``Scoring.start_clean``), which stops as soon as it fails,
-and its verdict is awaited before any mutant is scored by the tests. Then a non-zero
+and its verdict is awaited before any mutant is scored by the tests. The runs against the mutants
+go in a thread too, beside the memcheck second look (``Scoring.start_mutants``); a run that a stop
+cuts short is dropped, never counted. Then a non-zero
 exit kills the mutant for the tests; a run past the time limit counts as detected, as in the
 campaign (its whole process group is killed). ``sample`` picks a deterministic subset when the
 tests are too slow to run against every mutant.
@@ -25,6 +27,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -148,23 +151,32 @@ def sample(names: list[str], count: int | None) -> list[str]:
 
 
 def run_against(specs: dict[str, dict], command: str, *, bootstrap: Bootstrap, cwd: str, timeout: float, jobs: int,
-                interpreter: bool, on_done: Callable[[str, TestRun], None] | None = None) -> dict[str, TestRun]:
+                interpreter: bool, on_done: Callable[[str, TestRun], None] | None = None,
+                stop: threading.Event | None = None, running: list | None = None) -> dict[str, TestRun]:
     """The command against each mutant (name -> its swap spec), ``jobs`` at a time. On an
-    interruption the commands still running are killed and none is started."""
-    running: list[subprocess.Popen] = []
+    interruption the commands still running are killed and none is started. ``stop`` (set from
+    another thread, which kills the processes in ``running``): no command starts after it, and a
+    run it cut short is dropped, never counted as a kill."""
+    running = [] if running is None else running
 
-    def one(name: str) -> TestRun:
+    def one(name: str) -> TestRun | None:
+        if stop is not None and stop.is_set():
+            return None
         env = bootstrap.env(specs[name], os.environ, interpreter=interpreter)
-        return run_command(command, env, cwd, timeout, running)
+        run = run_command(command, env, cwd, timeout, running)
+        return None if stop is not None and stop.is_set() else run
 
     results: dict[str, TestRun] = {}
     pool = ThreadPoolExecutor(max(1, jobs))
     try:
         futures = {name: pool.submit(one, name) for name in specs}
         for name, future in futures.items():
-            results[name] = future.result()
+            run = future.result()
+            if run is None:
+                continue
+            results[name] = run
             if on_done is not None:
-                on_done(name, results[name])
+                on_done(name, run)
     except KeyboardInterrupt:
         pool.shutdown(wait=False, cancel_futures=True)
         for proc in list(running):
@@ -249,14 +261,46 @@ class Scoring:
             verdict = "killed" if run.detected else "survived"
             print(f"  tests: {name}: {verdict}{' (time limit)' if run.timed_out else ''} in {run.seconds:.1f} s", flush=True)
 
+        stop = getattr(self, "_stop", None)
         try:
             run_against({n: specs[n] for n in self.sampled}, self.command, bootstrap=self.bootstrap, cwd=self.cwd,
-                        timeout=self.limit, jobs=self.jobs, interpreter=self.interpreter, on_done=done)
+                        timeout=self.limit, jobs=self.jobs, interpreter=self.interpreter, on_done=done,
+                        stop=stop, running=getattr(self, "_mutant_running", None))
         except KeyboardInterrupt:
             return False
         finally:
             self.close()
-        return True
+        return not (stop is not None and stop.is_set())
+
+    def start_mutants(self, outcomes) -> None:
+        """``run_mutants`` in a thread, beside the memcheck second look (which changes no mutant's
+        scorability: only survivors become kills); ``wait_mutants`` or ``stop_mutants`` ends it."""
+        self._stop, self._mutant_running = threading.Event(), []
+        self._mutants_pool = ThreadPoolExecutor(1, thread_name_prefix="library-tests")
+        self._mutants_future = self._mutants_pool.submit(self.run_mutants, outcomes)
+
+    def wait_mutants(self) -> bool:
+        """True when every sampled mutant ran; on Ctrl-C/SIGTERM while waiting, stops the runs
+        (their results are dropped) and returns False."""
+        try:
+            return self._mutants_future.result()
+        except KeyboardInterrupt:
+            self.stop_mutants()
+            return False
+        finally:
+            self._mutants_pool.shutdown(wait=False)
+
+    def stop_mutants(self) -> None:
+        if getattr(self, "_mutants_future", None) is None:
+            return
+        self._stop.set()
+        for proc in list(self._mutant_running):
+            _kill(proc)
+        try:
+            self._mutants_future.result()
+        except BaseException:  # noqa: BLE001 - stopping: what it raised no longer matters
+            pass
+        self._mutants_pool.shutdown(wait=True)
 
     def of(self, name: str) -> dict:
         run = self.runs.get(name)
