@@ -3,7 +3,7 @@
 # index it names, each bounded by LIMIT seconds; run from the repository root with the image's
 # python3. The Liger streams need the git-ignored .whl/ (the liger-kernel wheel) and .liger/repo
 # (its test files at the same release): README, "How good are your kernel tests?".
-#   STREAMS="verify:0 camp0/4:1 camp1/4:2 rms_norm:5 vop:layer_norm:0"   (stream:gpu; vop:OP verifies one op)
+#   STREAMS="verify:0 camp0/4:1 camp1/4:2 rms_norm:5 vop:layer_norm:0"   (stream:gpu; vop:OP verifies one op, campop:OP runs its campaign)
 #   LIMIT (s, default 540)  GJOBS (mutate --jobs of the campaign shards)  LJOBS/TJOBS/TSAMPLE (Liger)
 #   SHARD (Liger --shard, empty = all)  MAXEX (Liger --max-examples, default 8)
 #   TXDIST (pytest-xdist workers inside Liger's test command, default 0: none)
@@ -36,6 +36,8 @@ stream() {
         verify) python3 -m harness verify --backend cuda --report-dir reports/out/gpu/verify --no-render \
                     && python3 -m harness train-check --backend cuda --report-dir reports/out/gpu/verify ;;
         camp) python3 -m harness mutate --backend cuda --jobs "$GJOBS" --report-dir reports/out/gpu/camp ;;
+        campop:*) python3 -m harness mutate --backend cuda --jobs "$GJOBS" --op "${s#campop:}" \
+                    --report-dir "reports/out/gpu/camp_${s#campop:}" ;;
         camp*) local part=${s#camp}; python3 -m harness mutate --backend cuda --jobs "$GJOBS" --shard "$part" \
                     --report-dir "reports/out/gpu/camp_${part%/*}" ;;
         iw) python3 -m harness mutate --backend cuda --jobs "$GJOBS" --select 'gen.*drop_int64_cast*,cat.row_offset_int32' \
