@@ -94,20 +94,17 @@ def index_width_dim(layout: str, rank: int) -> int:
     return rank - 1 if layout == INDEX_WIDTH_COLS else 0
 
 
-def release(*, force: bool = False) -> None:
+def release() -> None:
     """Give the GPU memory of finished index-width cases back to the device (their storages span
     GBs, which the caching allocator would keep from the other workers on the GPU). Cheap when no
-    index-width storage was made since the last call (``force``: release anyway)."""
+    index-width storage was made since the last call."""
     global _held
-    if not _held and not force:
+    if not _held:
         return
     _held = False
-    import gc
+    from harness.run.kernel_host import give_back_memory
 
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.ipc_collect()  # storages a kernel process has released
-        torch.cuda.empty_cache()
+    give_back_memory()
 
 
 def place(values: torch.Tensor, layout: str, device: str) -> torch.Tensor:

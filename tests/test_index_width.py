@@ -295,7 +295,7 @@ def test_the_kernel_process_gives_its_memory_back_before_the_next_index_width_ca
 
     monkeypatch.setattr(gpu_slot, "lock_path", lambda: tmp_path / "gpu.lock")
     order = []
-    monkeypatch.setattr(layouts, "release", lambda **kw: order.append("judge"))
+    monkeypatch.setattr(layouts, "release", lambda: order.append("judge"))
     with gpu_slot.exclusive({"layout": layouts.INDEX_WIDTH_COLS}, "cuda", lambda: order.append("kernel")):
         order.append("case")
     assert order == ["case", "kernel", "judge"]
@@ -352,7 +352,6 @@ def test_an_out_of_memory_error_of_the_judge_runs_the_case_once_more(monkeypatch
         return real(*a, **kw)
 
     monkeypatch.setattr(suite, "run_case", flaky)
-    monkeypatch.setattr(layouts, "release", lambda **kw: None)
     fails = 1
     records = suite.run_suite(spec, entry, backend="interpreter", device="cpu", seed=0, max_examples=0, only_case=case)
     assert len(calls) == 2 and records and all(r.passed for r in records)

@@ -245,6 +245,7 @@ class Scoring:
         for proc in list(self._clean_running):
             _kill(proc)
         self._clean_pool.shutdown(wait=True)
+        self.clean = None  # killed, not a result: the report shows no clean run
 
     def run_mutants(self, outcomes) -> bool:
         """Run the command against every scorable mutant (or the sample); False if interrupted."""

@@ -28,8 +28,7 @@ from harness.record import waivers
 from harness.record.case_record import CaseRecord, Phase
 from harness.registry.registry import KernelEntry
 from harness.run import gpu_slot
-from harness.run.kernel_host import KernelLost
-from properties import layouts
+from harness.run.kernel_host import KernelLost, give_back_memory
 from harness.run.runner import CaseRun, run_case
 from harness.settings import current as current_settings
 
@@ -109,7 +108,7 @@ def run_suite(
                     raise
             # out of the except block, so the traceback's frames no longer hold the case's tensors
             release()
-            layouts.release(force=True)
+            give_back_memory()
         waivers.apply(run.records, entry.contract.waive)  # before any verdict is drawn from them
         if progress:
             progress(run)
@@ -148,7 +147,7 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan, releas
             run = one(case, Phase.FLOOR)
             records += run.records
             passed = run.passed
-            del run  # its inputs: GBs on a GPU for an index-width case, given back before the lock is
+            del run  # its inputs: GBs on a GPU for an index-width case, given back before the lock is released
         if plan.stop_at_first_failure and not passed:
             return records
 
