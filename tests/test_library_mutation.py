@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -271,15 +273,25 @@ def test_an_interrupted_library_campaign_kills_its_clean_run(tmp_path):
                              "--report-dir", str(tmp_path / "out"), "--mutate-module", "stand_in_lib.rms_norm",
                              "--tests", slow], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode != 0:
-        time.sleep(0.5)
-    time.sleep(2)
+    # the harness's own command line holds the tag too (in --tests): match the clean run's python only
+    clean_run = ["pgrep", "-f", f"^{re.escape(sys.executable)} -c import time; time.sleep\\(300\\) {tag}$"]
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 240
+    # SIGTERM once the pool has started (its "[mutate] N job(s)" line) and the clean run is alive
+    while time.monotonic() < deadline and not (any(line.startswith("[mutate]") for line in lines)
+                                               and subprocess.run(clean_run, capture_output=True).returncode == 0):
+        assert proc.poll() is None, "".join(lines)[-2000:]
+        time.sleep(0.2)
+    assert time.monotonic() < deadline, "the campaign's pool never started beside the clean run:\n" + "".join(lines)[-2000:]
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=90)
+    proc.wait(timeout=90)
+    reader.join(timeout=10)
+    out = "".join(lines)
     assert proc.returncode == 130, out[-2000:]
     time.sleep(1)
-    assert subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode != 0, "the clean run outlived the campaign"
+    assert subprocess.run(clean_run, capture_output=True).returncode != 0, "the clean run outlived the campaign"
     assert json.loads((tmp_path / "out" / "mutation.json").read_text())["interrupted"] is True
 
 
