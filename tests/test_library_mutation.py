@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from harness.errors import UsageError
 from harness.mutation import campaign, equivalence, library, library_tests, swap
 from harness.registry import loader
 from harness.registry.registry import REGISTRY
+from watched import Watched
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -269,27 +269,17 @@ def test_an_interrupted_library_campaign_kills_its_clean_run(tmp_path):
     tag = f"clean-run-{os.getpid()}-{time.time_ns()}"
     slow = f"{sys.executable} -c \"import time; time.sleep(300)\" {tag}"
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(FIXTURES))
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "mutate", "--plugin", PLUGIN, "--backend", "interpreter",
-                             "--report-dir", str(tmp_path / "out"), "--mutate-module", "stand_in_lib.rms_norm",
-                             "--tests", slow], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    run = Watched([sys.executable, "-m", "harness", "mutate", "--plugin", PLUGIN, "--backend", "interpreter",
+                   "--report-dir", str(tmp_path / "out"), "--mutate-module", "stand_in_lib.rms_norm", "--tests", slow],
+                  cwd=ROOT, env=env)
     # the harness's own command line holds the tag too (in --tests): match the clean run's python only
     clean_run = ["pgrep", "-f", f"^{re.escape(sys.executable)} -c import time; time.sleep\\(300\\) {tag}$"]
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 240
     # SIGTERM once the pool has started (its "[mutate] N job(s)" line) and the clean run is alive
-    while time.monotonic() < deadline and not (any(line.startswith("[mutate]") for line in lines)
-                                               and subprocess.run(clean_run, capture_output=True).returncode == 0):
-        assert proc.poll() is None, "".join(lines)[-2000:]
-        time.sleep(0.2)
-    assert time.monotonic() < deadline, "the campaign's pool never started beside the clean run:\n" + "".join(lines)[-2000:]
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=90)
-    reader.join(timeout=10)
-    out = "".join(lines)
-    assert proc.returncode == 130, out[-2000:]
+    run.wait_for(lambda: run.printed("[mutate]") and subprocess.run(clean_run, capture_output=True).returncode == 0,
+                 timeout=240, what="the campaign's pool beside the clean run")
+    run.proc.send_signal(signal.SIGTERM)
+    out = run.finish(timeout=90)
+    assert run.proc.returncode == 130, out[-2000:]
     time.sleep(1)
     assert subprocess.run(clean_run, capture_output=True).returncode != 0, "the clean run outlived the campaign"
     assert json.loads((tmp_path / "out" / "mutation.json").read_text())["interrupted"] is True

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from watched import Watched
+
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = "tests/fixtures/mutation_plugin.py"
 SMALL = "rmsnorm:M=3,N=33,dtype=float32,layout=col_sliced,values=normal,eps=1e-06,seed=5"
@@ -58,18 +60,16 @@ def test_sigterm_writes_a_partial_report_and_leaves_no_worker_behind(tmp_path):
 
     tag = f"harness-sigterm-test-{os.getpid()}-{time.time_ns()}"
     env = dict(os.environ, HARNESS_TEST_TAG=tag)  # inherited by the workers: lets the test find them
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "mutate", "--backend", "interpreter", "--plugin", PLUGIN,
-                             "--select", "plugin.*", "--case", SMALL, "--timeout", "600", "--jobs", "2",
-                             "--report-dir", str(tmp_path)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(1)
-        if time.monotonic() > deadline - 100:  # 20 s in: sanity and the quick mutants are done, plugin.hangs is not
-            break
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out
+    run = Watched([sys.executable, "-m", "harness", "mutate", "--backend", "interpreter", "--plugin", PLUGIN,
+                   "--select", "plugin.*", "--case", SMALL, "--timeout", "600", "--jobs", "2",
+                   "--report-dir", str(tmp_path)], cwd=ROOT, env=env)
+    # SIGTERM while the pool runs: 20 s after its "[mutate] N job(s)" line the sanity step and the quick
+    # mutants are mostly done (how many depends on the load: see below), plugin.hangs is not
+    run.wait_for(lambda: run.printed("[mutate]"), timeout=240, what="the campaign's pool")
+    time.sleep(20)
+    run.proc.send_signal(signal.SIGTERM)
+    out = run.finish(timeout=60)
+    assert run.proc.returncode == 130, out
     report = json.loads((tmp_path / "mutation.json").read_text())
     assert report["interrupted"] is True and report["passed"] is False
     assert "plugin.hangs" in report["not_run"]
