@@ -83,8 +83,10 @@ class DeclaredOp(OpSpec):
         # the forward check of a case whose every row is ignored is recorded (and waivable) under its own name
         self.special_checks = (ALL_IGNORED,) if self.ignorable is not None else ()
         self.layouts = layouts.PERMUTED_LAYOUTS if rank > 2 else strategies.LAYOUTS
-        if len(tensors) > 1:  # inputs in different layouts in one call (properties.layouts)
+        if len(tensors) > 1 or decl.output:  # tensors (the upstream gradient too) in different layouts in one call
             self.layouts = self.layouts + (layouts.MIXED,)
+        if len(tensors) > 1 and decl.output:  # each stride of dy unlike each of input 1's too
+            self.layouts = self.layouts + (layouts.MIXED_ALT,)
         # what an index-width case may stretch (its ``wide``): each float input, the upstream gradient,
         self.wide_inputs = tuple((i.name, i.shape) for i in decl.inputs if isinstance(i, Tensor))
         if decl.output:

@@ -13,10 +13,14 @@ missing offset) reads NaN, and one that writes outside it changes bytes the
 - permuted:    3-D and more: the dimensions of a contiguous tensor in reverse order, viewed back
                (every stride differs from the contiguous one); 1-D and 2-D: as transposed.
                Only declared ops with a 3-D or larger input draw it (PERMUTED_LAYOUTS).
-- mixed:       the tensor inputs of one call in different layouts (the k-th input of a case in
-               MIXED_CYCLE[k % 4], the upstream gradient transposed), for ops with two or more
-               tensor inputs: a kernel that indexes one input with another's strides (copied
-               argument lists) passes every case whose inputs share a layout.
+- mixed:       the tensors of one call in different layouts (the k-th input of a case in
+               MIXED_CYCLE[k % 4], the upstream gradient transposed), for every op with two or
+               more tensors, the upstream gradient counted: a kernel that indexes one tensor with
+               another's strides (copied argument lists, dy read with x's strides) passes every
+               case whose tensors share a layout.
+- mixed_alt:   as mixed, but the upstream gradient col_sliced: under mixed it shares input 1's
+               layout (transposed), here both of its strides differ from input 1's; for ops with
+               two or more tensor inputs and an upstream gradient.
 3-D and larger tensors are transposed in their last two dimensions and column-sliced in the last.
 
 Index-width layouts (GPU only: the CUDA floor's cases, never the interpreter's nor a hypothesis
@@ -52,6 +56,7 @@ from properties.strategies import LAYOUTS
 
 PERMUTED_LAYOUTS = LAYOUTS + ("permuted",)
 MIXED = "mixed"
+MIXED_ALT = "mixed_alt"
 MIXED_CYCLE = ("contiguous", "transposed", "col_sliced", "offset")
 
 INDEX_WIDTH = 2**31  # element offsets past this need int64 arithmetic (Triton's int32 arguments stop below it)
@@ -71,9 +76,11 @@ def for_input(layout: str, k: int, name: str | None = None, wide: str | None = N
     case in ``layout``; ``wide``: the case's stretched input under an index-width layout."""
     if layout in INDEX_WIDTH_LAYOUTS:
         return layout if name is not None and name == wide else "contiguous"
-    if layout != MIXED:
+    if layout not in (MIXED, MIXED_ALT):
         return layout
-    return "transposed" if k < 0 else MIXED_CYCLE[k % len(MIXED_CYCLE)]
+    if k < 0:
+        return "col_sliced" if layout == MIXED_ALT else "transposed"
+    return MIXED_CYCLE[k % len(MIXED_CYCLE)]
 
 
 def index_width_stride(d: int) -> int:

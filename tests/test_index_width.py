@@ -360,3 +360,32 @@ def test_an_out_of_memory_error_of_the_judge_runs_the_case_once_more(monkeypatch
     with pytest.raises(torch.OutOfMemoryError):
         suite.run_suite(spec, entry, backend="interpreter", device="cpu", seed=0, max_examples=0, only_case=case)
     assert len(calls) == 2
+
+
+# --- tensors of one call in different layouts ----------------------------------------------------
+
+def _float_tensors(inputs) -> dict[str, torch.Tensor]:
+    found = {f"arg{i}": a for i, a in enumerate(inputs.args) if isinstance(a, torch.Tensor) and a.is_floating_point()}
+    if inputs.upstream is not None and inputs.upstream.dim() > 0:
+        found["upstream"] = inputs.upstream
+    return found
+
+
+# (cross_entropy has one float tensor, its logits: its upstream gradient is a scalar)
+@pytest.mark.parametrize("op", ["rmsnorm", "fused_linear_cross_entropy", "layer_norm", "softmax", "swiglu"])
+def test_each_stride_of_each_pair_of_tensors_differs_in_some_floor_case(op):
+    """Bug class: one tensor indexed with another's strides (dy read with x's, the weight with x's
+    row stride). A pair of same-rank float tensors (inputs and upstream gradient) whose stride along
+    some dim is equal in every case of the floor hides it: some case must make each stride differ."""
+    load_builtin_ops()
+    spec = REGISTRY.op(op)
+    differ: dict[tuple[str, str, int], bool] = {}
+    for case in spec.floor_cases(backend="interpreter"):
+        if min(int(v) for k, v in case.params if k in ("M", "N", "D", "V")) < 3:
+            continue  # with a dim of 1 or 2, strides can be equal whatever the layout
+        tensors = _float_tensors(spec.make_inputs(case, "cpu"))
+        for a, ta in tensors.items():
+            for b, tb in tensors.items():
+                for d in range(ta.dim()) if a < b and ta.dim() == tb.dim() else ():
+                    differ[(a, b, d)] = differ.get((a, b, d), False) or ta.stride(d) != tb.stride(d)
+    assert differ and all(differ.values()), {pair: d for pair, d in differ.items() if not d}

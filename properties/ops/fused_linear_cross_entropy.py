@@ -62,6 +62,10 @@ SHAPES_GPU_CONCURRENCY = [
 # strategy stops at V = 32768, so without these a kernel whose vocabulary loop drops its last,
 # one-element tile is never run there; contiguous fp32 with rows ignored (every kernel takes it)
 SHAPES_GPU_WIDE_V = [(7, 17, 32769), (3, 9, 65537)]
+# x, weight and target in different layouts in one call (properties.layouts.MIXED): x and weight
+# share their row length D, so a kernel that indexes one with the other's strides needs this
+SHAPES_MIXED = SHAPES_EDGE[1:] + SHAPES_NOALIGN
+CASE_LAYOUTS = strategies.LAYOUTS + (layouts.MIXED,)
 SHAPES_ALL_IGNORED = [(17, 33, 63), (3, 2, 1)]  # every row ignored; also with a single class
 # CUDA only: x or weight stretched by an index-width layout (properties.layouts): (N, D, V) with
 # at least 3 elements along the stretched dimension (N or V for rows, D for columns)
@@ -103,6 +107,10 @@ class FusedLinearCrossEntropySpec(OpSpec):
             for n, d, v in SHAPES_ALL_IGNORED:
                 cases.append(self.case(n, d, v, dtype, "contiguous", "normal", "all", -100, seed=2000 + i))
                 i += 1
+            for n, d, v in SHAPES_MIXED:  # after the others: their ids and seeds stay as they were
+                cases.append(self.case(n, d, v, dtype, layouts.MIXED, VALUE_KINDS[i % len(VALUE_KINDS)], "some" if n > 1
+                                       else "none", (IGNORE_INDEX + (v - 1,))[i % 4], seed=2000 + i))
+                i += 1
         if backend == "cuda":
             # Many programs at once, only affordable on a GPU: 4096 rows make the forward's programs
             # walk several vocabulary tiles each (the online rescale of the running sum matters:
@@ -132,7 +140,7 @@ class FusedLinearCrossEntropySpec(OpSpec):
         params = {
             "N": case_params.whole(1), "D": case_params.whole(1), "V": case_params.whole(1),
             "dtype": case_params.one_of(strategies.dtype_name(d) for d in strategies.DTYPES),
-            "layout": case_params.one_of(strategies.LAYOUTS + layouts.INDEX_WIDTH_LAYOUTS),
+            "layout": case_params.one_of(CASE_LAYOUTS + layouts.INDEX_WIDTH_LAYOUTS),
         }
         if case.get(layouts.WIDE) is not None or case.get("layout") in layouts.INDEX_WIDTH_LAYOUTS:
             params[layouts.WIDE] = case_params.one_of(WIDE_INPUTS)
@@ -156,7 +164,7 @@ class FusedLinearCrossEntropySpec(OpSpec):
             ignored = draw(st.sampled_from(IGNORED if n > 1 else ("none", "all")))
             ii = draw(st.sampled_from(IGNORE_INDEX + (v - 1,)))
             return self.case(
-                n, d, v, draw(strategies.dtypes()), draw(strategies.layouts()), draw(st.sampled_from(VALUE_KINDS)),
+                n, d, v, draw(strategies.dtypes()), draw(st.sampled_from(CASE_LAYOUTS)), draw(st.sampled_from(VALUE_KINDS)),
                 ignored, ii, draw(strategies.seeds()),
             )
 

@@ -32,6 +32,11 @@ SHAPES_TUTORIAL = [(128, 257)]  # the tutorial's benchmark shape
 # CUDA only: many short rows, past the 32768 rows where a library may switch to a multi-row
 # kernel (Liger-Kernel's _block_rms_norm_* at >= 32768 rows of <= 256 columns)
 SHAPES_GPU_TALL = [(32769, 97)]
+# x, gamma and dy in different layouts in one call (properties.layouts.MIXED, MIXED_ALT): each
+# dtype, these shapes, the two layouts in turn
+SHAPES_MIXED = SHAPES_EDGE + SHAPES_NOALIGN
+MIXED_LAYOUTS = (layouts.MIXED, layouts.MIXED_ALT)
+CASE_LAYOUTS = strategies.LAYOUTS + MIXED_LAYOUTS
 # CUDA only: one input stretched by an index-width layout (properties.layouts), small shapes
 SHAPES_INDEX_WIDTH = [(3, 7), (4, 17), (5, 33)]
 INDEX_WIDTH_DTYPES = (torch.bfloat16, torch.float32)
@@ -55,6 +60,10 @@ class RMSNormSpec(OpSpec):
                     eps = EPS_VALUES[i % len(EPS_VALUES)]
                     cases.append(self.case(m, n, dtype, layout, kind, eps, seed=1000 + i))
                     i += 1
+            for m, n in SHAPES_MIXED:  # after the others: their ids and seeds stay as they were
+                cases.append(self.case(m, n, dtype, MIXED_LAYOUTS[i % 2], values.ROW_KINDS[i % len(values.ROW_KINDS)],
+                                       EPS_VALUES[i % len(EPS_VALUES)], seed=1000 + i))
+                i += 1
         if backend == "cuda":
             for k, dtype in enumerate(strategies.DTYPES):  # each dtype once, layouts and kinds in turn
                 for m, n in SHAPES_GPU_TALL:
@@ -87,7 +96,7 @@ class RMSNormSpec(OpSpec):
         params = {
             "M": case_params.whole(1), "N": case_params.whole(1),
             "dtype": case_params.one_of(strategies.dtype_name(d) for d in strategies.DTYPES),
-            "layout": case_params.one_of(strategies.LAYOUTS + layouts.INDEX_WIDTH_LAYOUTS),
+            "layout": case_params.one_of(CASE_LAYOUTS + layouts.INDEX_WIDTH_LAYOUTS),
         }
         if case.get(layouts.WIDE) is not None or case.get("layout") in layouts.INDEX_WIDTH_LAYOUTS:
             params[layouts.WIDE] = case_params.one_of(WIDE_INPUTS)
@@ -109,7 +118,7 @@ class RMSNormSpec(OpSpec):
                 m,
                 n,
                 draw(strategies.dtypes()),
-                draw(strategies.layouts()),
+                draw(st.sampled_from(CASE_LAYOUTS)),
                 draw(st.sampled_from(values.ROW_KINDS)),
                 draw(st.sampled_from(EPS_VALUES)),
                 draw(strategies.seeds()),
