@@ -103,11 +103,24 @@ def _load(plugins, extra_modules, library) -> str:
 
         if backend.current().is_interpreter:
             oob.install()
+            poison_fresh_memory()
         compile_clock.install()
         loader.load_all(plugins=plugins, extra_modules=extra_modules, library=library)
     except BaseException as exc:  # user code at import time: report it, the judge fails the job
         return f"{type(exc).__name__}: {exc}"
     return ""
+
+
+def poison_fresh_memory() -> None:
+    """On the CPU, every ``torch.empty`` of the kernel process comes back filled with NaN (integers:
+    their largest value), as ``kernel_host.poison_allocator`` does for the GPU's caching allocator:
+    an output element, partial sum or workspace a kernel never writes reads as NaN, not as whatever
+    the freed memory held (often a lucky 0, which passed). torch does it in deterministic mode
+    only; warn_only keeps an op that has no deterministic version running, as before."""
+    import torch
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
 
 
 def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
