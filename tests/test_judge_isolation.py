@@ -173,3 +173,21 @@ def test_an_output_that_cannot_be_sent_at_all_fails_the_kernel_with_the_reason()
     assert reply.value is None
     assert reply.error.type_name == "RuntimeError"
     assert "could not be handed to the judge" in reply.error.text and "cannot share this storage" in reply.error.text
+
+
+# bug class: state kept between calls, invisible to any single call and to a second call on the same values
+@pytest.mark.parametrize("name, check, words", [
+    ("caches_by_pointer", "fresh_inputs", "B wrong"),
+    ("reuses_output_buffer", "fresh_inputs", "the output the kernel returned for the case's own call changed"),
+    ("inference_path_drops_eps", "no_grad", "under torch.no_grad wrong"),
+    ("shared_workspace", "fresh_inputs", "A wrong"),
+])
+def test_state_kept_between_calls_fails(tmp_path, name, check, words):
+    report = tmp_path / "report"
+    proc = subprocess.run([sys.executable, "-m", "harness", "verify", "--plugin", "tests/fixtures/stateful/stateful_rmsnorm.py",
+                           "--select", name, "--backend", "interpreter", "--max-examples", "0", "--report-dir", str(report),
+                           "--jobs", "1", "--no-render"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    data = json.loads((report / "verify.json").read_text())
+    found = failures(data, check)
+    assert found and all(words in r["message"] for r in found), [r["message"] for r in found][:3]

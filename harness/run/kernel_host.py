@@ -130,6 +130,7 @@ class Session:
 
     def __init__(self, fn: Callable, catch: tuple[type[BaseException], ...] = (Exception, SystemExit)):
         self.fn, self.catch = fn, catch
+        self.args: tuple = ()
         self.leaves: list = []
         self.out: Any = None
         compile_clock.install()
@@ -157,7 +158,7 @@ class Session:
 
         def call():
             poison_allocator(device, _nbytes(args))
-            self.leaves = list(args)
+            self.args, self.leaves = args, list(args)
             for i in grad_wrt:
                 self.leaves[i] = args[i].detach().requires_grad_(True)
             self.out = None
@@ -183,7 +184,7 @@ class Session:
         """Drop the last case's leaves and output (its autograd graph) and give this process's
         cached GPU memory back to the device: after an index-width case the graph and the
         allocator's poisoned blocks span tens of GB that the other workers on the GPU need."""
-        self.leaves, self.out = [], None
+        self.args, self.leaves, self.out = (), [], None
         give_back_memory()
 
     def repeat(self, args: tuple, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> Reply:
@@ -194,6 +195,61 @@ class Session:
         second = self.backward(grad_wrt, upstream)
         return Reply((first.value, second.value), second.error, first.kernel_s + second.kernel_s,
                      first.compile_s + second.compile_s)
+
+
+    def refill(self, values: tuple, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None,
+               earlier_upstream: torch.Tensor | None) -> Reply:
+        """Calls that share the kernel's state, after the case's own: (A) a forward on copies of
+        the last forward's inputs (same strides), its graph kept; the last forward's own tensors
+        (same storages) refilled in place with ``values``; (B) a forward on them under
+        torch.no_grad, then with grad; A's backward (``earlier_upstream``), then B's. Value: (B's
+        no-grad output, A's output, A's gradients, B's output, B's gradients, whether the output
+        of the call before A changed meanwhile)."""
+        kept = self.out  # the kernel's own output of the last call: no later call may write into it
+        before = kept.detach().clone() if isinstance(kept, torch.Tensor) else None
+        device = _device(self.args)
+        copies = tuple(torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device).copy_(a)
+                       if isinstance(a, torch.Tensor) else a for a in self.args)
+        leaves_a = [a.requires_grad_(True) if i in grad_wrt else a for i, a in enumerate(copies)]
+        a_fwd = self._timed(lambda: self.fn(*leaves_a), device)
+        if a_fwd.error is not None:
+            return a_fwd
+        out_a = a_fwd.value
+        with torch.no_grad():
+            for a, v in zip(self.args, values):
+                if isinstance(a, torch.Tensor):
+                    a.copy_(v)
+
+        def inference():
+            with torch.no_grad():
+                return output_of(self.fn(*self.args))
+
+        replies = [a_fwd, self._timed(inference, device), self.forward(self.args, grad_wrt)]
+        grads_a: tuple = ()
+        if grad_wrt and replies[-1].error is None:
+            def backward_a():
+                if not isinstance(out_a, torch.Tensor) or not out_a.requires_grad:
+                    raise TypeError("the output does not require grad: the kernel is not differentiable through autograd")
+                grads = torch.autograd.grad(out_a, [leaves_a[i] for i in grad_wrt], grad_outputs=earlier_upstream,
+                                            allow_unused=True)
+                return tuple(output_of(g) if g is not None else None for g in grads)
+
+            replies.append(self._timed(backward_a, device))
+            grads_a = replies[-1].value if replies[-1].error is None else ()
+            if replies[-1].error is None:
+                replies.append(self.backward(grad_wrt, upstream))
+        error = next((r.error for r in replies if r.error is not None), None)
+        grads_b = replies[4].value if len(replies) > 4 and error is None else ()
+        changed = before is not None and not torch.equal(_bits(kept), _bits(before))
+        value = (replies[1].value, output_of(out_a), grads_a, replies[2].value, grads_b, changed)
+        return Reply(value, error, sum(r.kernel_s for r in replies), sum(r.compile_s for r in replies))
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's bytes as integers: NaN equals NaN, -0.0 differs from 0.0."""
+    t = t.detach().contiguous()
+    return t.view(torch.int16 if t.element_size() == 2 else torch.int32 if t.element_size() == 4 else torch.int64) \
+        if t.is_floating_point() else t
 
 
 def _device(args) -> torch.device:
@@ -223,6 +279,10 @@ class InProcessHost:
 
     def repeat(self, args: tuple, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> Reply:
         return self.session.repeat(args, grad_wrt, upstream)
+
+    def refill(self, values: tuple, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None,
+               earlier_upstream: torch.Tensor | None) -> Reply:
+        return self.session.refill(values, grad_wrt, upstream, earlier_upstream)
 
     def release(self) -> None:
         self.session.release()

@@ -2,7 +2,10 @@
 
 Order per case: contract gate -> forward -> inputs unchanged -> backward -> inputs unchanged
 -> output meta -> values against the float64 oracle -> repeatability (and, for a kernel
-declared nondeterministic, the second run's values).
+declared nondeterministic, the second run's values) -> on floor and explicit cases, the same
+storages refilled with the case's values at another seed between a call and its backward
+(``_Steps.refill``): a forward under torch.no_grad (``no_grad``), and both calls' outputs and
+gradients (``fresh_inputs``), each against its oracle, and the earlier output unchanged.
 
 The kernel is called through a host (harness.run.kernel_host): in this process for trusted
 callers, in a kernel process of its own for the judge (harness.execution.worker). A host that
@@ -23,9 +26,15 @@ from harness.record.case_record import CaseRecord, Phase
 from harness.registry.opspec import Meta, OpInputs, OpSpec
 from harness.registry.registry import KernelEntry
 from harness.run.kernel_host import InProcessHost, KernelError, KernelLost, NotATensor, Reply
-from properties import checks
+from properties import checks, layouts
 
 NONDETERMINISTIC = "Contract(deterministic=False)"
+# the refilled call (``_Steps.refill``): on these phases only (a floor case costs one more forward
+# and a forward and backward), with the case's values at seed + REFILL_SEED
+REFILL_PHASES = (Phase.FLOOR, Phase.EXPLICIT)
+REFILL_SEED = 7919
+STATE_HINT = ("the kernel answered from state kept between calls: a result or a converted weight cached by "
+              "pointer or by shape, a workspace shared by calls")
 
 
 class CaseRun:
@@ -127,6 +136,7 @@ class _Steps:
         self.dev = torch.device(device)
         self.named = [(f"arg{i}", a) for i, a in enumerate(self.inputs.args)] + [("upstream", self.inputs.upstream)]
         self.fwd_name = spec.check_name(spec.forward_check, case)
+        self.phase, self.device = phase, device
         self.phases = _Phases()
         self.snap: checks.Snapshot | None = None
 
@@ -154,6 +164,8 @@ class _Steps:
             against_base(self, metas, expected, self.base_host)
         if self.run.passed:
             self.repeat(metas, expected, grads)
+        if self.run.passed:
+            self.refill(grads, expected)
 
     def out_of_contract(self, reasons: list[str]) -> None:
         snap = checks.Snapshot(self.named)
@@ -240,6 +252,61 @@ class _Steps:
                                                    f"{NONDETERMINISTIC}: its second run is then judged by the oracle")
         else:
             self.second_run_values(metas, second, expected, msg)
+
+    def refill_case(self) -> Case | None:
+        """The case with another seed (same shapes, dtype, layout and value kind), or None where
+        the refilled call is not run: other phases, index-width cases (GBs), an op without seeds."""
+        if self.phase not in REFILL_PHASES or "seed" not in dict(self.case.params):
+            return None
+        if self.case.get(layouts.WIDE) is not None or self.case.get("layout") in layouts.INDEX_WIDTH_LAYOUTS:
+            return None
+        return Case.of(self.case.op, **dict(dict(self.case.params), seed=int(self.case["seed"]) + REFILL_SEED))
+
+    def refill(self, grads: tuple, expected: dict) -> None:
+        """Bug classes: a result cached by the inputs' pointers or shapes, state kept between calls
+        (a workspace that the next forward overwrites before the earlier call's backward), an output
+        buffer reused by the next call, an inference path (torch.no_grad) that differs."""
+        case = self.refill_case()
+        if case is None:
+            return
+        new = self.spec.make_inputs(case, self.device)
+        if self.entry.contract.violations(new.args):
+            return
+        reference = self.spec.make_inputs(case, self.device) if getattr(self.host, "isolated", False) else new
+        grad_wrt = self.inputs.grad_wrt if grads else ()
+        said = (f"a call A on copies of the inputs, then the same tensors refilled in place with the values of seed "
+                f"{case['seed']} (call B) before A's backward")
+        reply = self.phases.call(self.host.refill, new.args, grad_wrt, new.upstream, self.inputs.upstream)
+        if reply.error is not None:
+            if not _out_of_bounds(self.run, reply.error):
+                self.run.add("fresh_inputs", False, f"{said}: the kernel raised {reply.error.describe()}")
+            return
+        inference, out_a, grads_a, out_b, grads_b, changed = reply.value
+        self.phases.enter("oracle")
+        expected_b = self.spec.oracle(reference)
+        self.phases.enter("checks")
+        metas_b = self.metas(out_b, grads_b)
+        self.run.add("no_grad", *self._refilled([(self.fwd_name, inference, metas_b[0][2])], expected_b,
+                                                f"{said}: B under torch.no_grad"))
+        ok_a, msg_a = self._refilled(self.metas(out_a, grads_a), expected, "A")
+        ok_b, msg_b = self._refilled(metas_b, expected_b, "B")
+        ok, msg = ok_a and ok_b, f"{said}: {msg_a}; {msg_b}"
+        if changed:
+            ok, msg = False, (f"{said}: the output the kernel returned for the case's own call changed (the kernel "
+                              f"returns a buffer it writes again on a later call; each output must be a tensor of its "
+                              f"own). {msg}")
+        self.run.add("fresh_inputs", ok, msg if ok else f"{msg} ({STATE_HINT})")
+
+    def _refilled(self, metas, expected: dict, said: str) -> tuple[bool, str]:
+        wrong = []
+        for name, actual, meta in metas:
+            ok, problem = checks.output_meta(name, actual, meta, self.dev)
+            if ok:
+                check, cmp = self.compare(name, actual, meta, expected)
+                ok, problem = cmp.passed, f"{check}: {cmp.message}"
+            if not ok:
+                wrong.append(problem)
+        return (False, f"{said} wrong: " + "; ".join(wrong)) if wrong else (True, f"{said} within tolerance")
 
     def second_run_values(self, metas, second: list, expected: dict, differ: str) -> None:
         """A kernel declared nondeterministic may differ between runs, never from the oracle."""
