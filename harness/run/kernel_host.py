@@ -197,14 +197,14 @@ class Session:
                      first.compile_s + second.compile_s)
 
 
-    def refill(self, values: tuple, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None,
-               earlier_upstream: torch.Tensor | None) -> Reply:
+    def refill(self, values: tuple, grad_wrt: tuple[int, ...], grad_wrt_b: tuple[int, ...],
+               upstream: torch.Tensor | None, earlier_upstream: torch.Tensor | None) -> Reply:
         """Calls that share the kernel's state, after the case's own: (A) a forward on copies of
         the last forward's inputs (same strides), its graph kept; the last forward's own tensors
         (same storages) refilled in place with ``values``; (B) a forward on them under
-        torch.no_grad, then with grad; A's backward (``earlier_upstream``), then B's. Value: (B's
-        no-grad output, A's output, A's gradients, B's output, B's gradients, whether the output
-        of the call before A changed meanwhile)."""
+        torch.no_grad, then with grad for ``grad_wrt_b`` only; A's backward (``earlier_upstream``),
+        then B's. Value: (B's no-grad output, A's output, A's gradients, B's output, B's gradients,
+        whether the output of the call before A changed meanwhile)."""
         kept = self.out  # the kernel's own output of the last call: no later call may write into it
         before = kept.detach().clone() if isinstance(kept, torch.Tensor) else None
         device = _device(self.args)
@@ -224,7 +224,7 @@ class Session:
             with torch.no_grad():
                 return output_of(self.fn(*self.args))
 
-        replies = [a_fwd, self._timed(inference, device), self.forward(self.args, grad_wrt)]
+        replies = [a_fwd, self._timed(inference, device), self.forward(self.args, grad_wrt_b)]
         grads_a: tuple = ()
         if grad_wrt and replies[-1].error is None:
             def backward_a():
@@ -236,8 +236,8 @@ class Session:
 
             replies.append(self._timed(backward_a, device))
             grads_a = replies[-1].value if replies[-1].error is None else ()
-            if replies[-1].error is None:
-                replies.append(self.backward(grad_wrt, upstream))
+            if replies[-1].error is None and grad_wrt_b:
+                replies.append(self.backward(grad_wrt_b, upstream))
         error = next((r.error for r in replies if r.error is not None), None)
         grads_b = replies[4].value if len(replies) > 4 and error is None else ()
         changed = before is not None and not torch.equal(_bits(kept), _bits(before))
@@ -280,9 +280,9 @@ class InProcessHost:
     def repeat(self, args: tuple, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> Reply:
         return self.session.repeat(args, grad_wrt, upstream)
 
-    def refill(self, values: tuple, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None,
-               earlier_upstream: torch.Tensor | None) -> Reply:
-        return self.session.refill(values, grad_wrt, upstream, earlier_upstream)
+    def refill(self, values: tuple, grad_wrt: tuple[int, ...], grad_wrt_b: tuple[int, ...],
+               upstream: torch.Tensor | None, earlier_upstream: torch.Tensor | None) -> Reply:
+        return self.session.refill(values, grad_wrt, grad_wrt_b, upstream, earlier_upstream)
 
     def release(self) -> None:
         self.session.release()

@@ -278,8 +278,9 @@ class ProcessHost:
     def repeat(self, args: tuple, grad_wrt: tuple[int, ...], upstream) -> Reply:
         return self.process.call("repeat", args, grad_wrt, upstream)
 
-    def refill(self, values: tuple, grad_wrt: tuple[int, ...], upstream, earlier_upstream) -> Reply:
-        return self.process.call("refill", values, grad_wrt, upstream, earlier_upstream)
+    def refill(self, values: tuple, grad_wrt: tuple[int, ...], grad_wrt_b: tuple[int, ...], upstream,
+               earlier_upstream) -> Reply:
+        return self.process.call("refill", values, grad_wrt, grad_wrt_b, upstream, earlier_upstream)
 
     def release(self) -> None:
         self.process.release()

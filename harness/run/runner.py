@@ -274,9 +274,14 @@ class _Steps:
             return
         reference = self.spec.make_inputs(case, self.device) if getattr(self.host, "isolated", False) else new
         grad_wrt = self.inputs.grad_wrt if grads else ()
+        # B asks for one gradient alone where there are several (in turn with the seed): a backward that
+        # skips or breaks one gradient when another input needs none (a frozen weight) shows there
+        only = int(case["seed"]) % len(grad_wrt) if len(grad_wrt) > 1 else None
+        grad_wrt_b = grad_wrt if only is None else (grad_wrt[only],)
         said = (f"a call A on copies of the inputs, then the same tensors refilled in place with the values of seed "
-                f"{case['seed']} (call B) before A's backward")
-        reply = self.phases.call(self.host.refill, new.args, grad_wrt, new.upstream, self.inputs.upstream)
+                f"{case['seed']} (call B{'' if only is None else ', only ' + self.spec.grad_checks[only] + ' asked for'}) "
+                "before A's backward")
+        reply = self.phases.call(self.host.refill, new.args, grad_wrt, grad_wrt_b, new.upstream, self.inputs.upstream)
         if reply.error is not None:
             if not _out_of_bounds(self.run, reply.error):
                 self.run.add("fresh_inputs", False, f"{said}: the kernel raised {reply.error.describe()}")
@@ -286,6 +291,10 @@ class _Steps:
         expected_b = self.spec.oracle(reference)
         self.phases.enter("checks")
         metas_b = self.metas(out_b, grads_b)
+        if only is not None:  # the forward and the one gradient B asked for
+            arg = self.reference.args[grad_wrt[only]]
+            metas_b = [metas_b[0], (self.spec.grad_checks[only], grads_b[0] if grads_b else None,
+                                    Meta(tuple(arg.shape), arg.dtype))]
         self.run.add("no_grad", *self._refilled([(self.fwd_name, inference, metas_b[0][2])], expected_b,
                                                 f"{said}: B under torch.no_grad"))
         ok_a, msg_a = self._refilled(self.metas(out_a, grads_a), expected, "A")
