@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from floors import rmsnorm_floor
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGINS = ROOT / "examples" / "plugins"
@@ -28,8 +29,9 @@ def test_collection_is_the_same_every_time_and_holds_floor_and_generated_cases()
     args = ["--verify-plugin", str(PLUGINS / "tutorial_rmsnorm.py"), "--verify-max-examples", "3"]
     first, second = _collected(*args), _collected(*args)
     assert first == second  # what every xdist worker relies on
-    assert len(first) == 96 + 3 and all("tutorial_rmsnorm[rmsnorm:M=" in item for item in first)
-    assert len(_collected("--verify-plugin", str(PLUGINS / "tutorial_rmsnorm.py"), "--verify-max-examples", "0")) == 96
+    floor = len(rmsnorm_floor())
+    assert len(first) == floor + 3 and all("tutorial_rmsnorm[rmsnorm:M=" in item for item in first)
+    assert len(_collected("--verify-plugin", str(PLUGINS / "tutorial_rmsnorm.py"), "--verify-max-examples", "0")) == floor
 
 
 @pytest.mark.slow
