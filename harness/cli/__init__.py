@@ -38,37 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_stopping = False
-
-
-def _interrupt(signum, frame):
-    """The first Ctrl-C or SIGTERM (a CI time limit) stops the run the way Ctrl-C does: what
-    finished is kept and the partial reports are written. Later ones are noted and ignored: a
-    signal sent to the whole process group reaches this process twice (directly, and relayed by
-    the launcher), and the second must not cut the writing of the partial report short."""
-    global _stopping
-    if _stopping:
-        print(f"{signal.Signals(signum).name} again: already stopping, the partial report is being written",
-              file=sys.stderr, flush=True)
-        return
-    _stopping = True
-    raise KeyboardInterrupt
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # a CI time limit (SIGTERM) stops a run the way Ctrl-C does: reports are still written
 
 
 def main(argv: list[str] | None = None) -> int:
-    global _stopping
-    _stopping = False
-    before = {}
     if threading.current_thread() is threading.main_thread():
-        before = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        return _main(argv)
-    finally:  # called in-process (tests, the pytest plugin): the caller's handlers come back
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-
-
-def _main(argv: list[str] | None) -> int:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "_run", None):
