@@ -172,11 +172,7 @@ class Session:
 
         def call():
             poison_allocator(device, _nbytes(self.leaves))
-            out = self.out
-            if not isinstance(out, torch.Tensor) or not out.requires_grad:
-                raise TypeError("the output does not require grad: the kernel is not differentiable through autograd")
-            grads = torch.autograd.grad(out, [self.leaves[i] for i in grad_wrt], grad_outputs=upstream, allow_unused=True)
-            return tuple(output_of(g) if g is not None else None for g in grads)
+            return _gradients(self.out, self.leaves, grad_wrt, upstream)
 
         return self._timed(call, device)
 
@@ -195,7 +191,6 @@ class Session:
         second = self.backward(grad_wrt, upstream)
         return Reply((first.value, second.value), second.error, first.kernel_s + second.kernel_s,
                      first.compile_s + second.compile_s)
-
 
     def refill(self, values: tuple, grad_wrt: tuple[int, ...], grad_wrt_b: tuple[int, ...],
                upstream: torch.Tensor | None, earlier_upstream: torch.Tensor | None) -> Reply:
@@ -227,14 +222,7 @@ class Session:
         replies = [a_fwd, self._timed(inference, device), self.forward(self.args, grad_wrt_b)]
         grads_a: tuple = ()
         if grad_wrt and replies[-1].error is None:
-            def backward_a():
-                if not isinstance(out_a, torch.Tensor) or not out_a.requires_grad:
-                    raise TypeError("the output does not require grad: the kernel is not differentiable through autograd")
-                grads = torch.autograd.grad(out_a, [leaves_a[i] for i in grad_wrt], grad_outputs=earlier_upstream,
-                                            allow_unused=True)
-                return tuple(output_of(g) if g is not None else None for g in grads)
-
-            replies.append(self._timed(backward_a, device))
+            replies.append(self._timed(lambda: _gradients(out_a, leaves_a, grad_wrt, earlier_upstream), device))
             grads_a = replies[-1].value if replies[-1].error is None else ()
             if replies[-1].error is None and grad_wrt_b:
                 replies.append(self.backward(grad_wrt_b, upstream))
@@ -243,6 +231,14 @@ class Session:
         changed = before is not None and not torch.equal(_bits(kept), _bits(before))
         value = (replies[1].value, output_of(out_a), grads_a, replies[2].value, grads_b, changed)
         return Reply(value, error, sum(r.kernel_s for r in replies), sum(r.compile_s for r in replies))
+
+
+def _gradients(out: Any, leaves, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> tuple:
+    """The gradients of ``out`` for the leaves at ``grad_wrt`` (None where unused), graphs dropped."""
+    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+        raise TypeError("the output does not require grad: the kernel is not differentiable through autograd")
+    grads = torch.autograd.grad(out, [leaves[i] for i in grad_wrt], grad_outputs=upstream, allow_unused=True)
+    return tuple(output_of(g) if g is not None else None for g in grads)
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
