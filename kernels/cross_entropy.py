@@ -36,6 +36,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_runnable_device, require_tensors
+from kernels._launch import launch
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
@@ -190,12 +191,12 @@ def _forward(logits, target, ignore_index):
     count = torch.empty(1, dtype=torch.int32, device=device)
     if n:
         block = _block(v)
-        _cross_entropy_forward[(n,)](
+        launch(_cross_entropy_forward, (n,),
             logits, target, row_loss, row_max, row_sum, v,
             logits.stride(0), logits.stride(1), target.stride(0), ignore_index,
             BLOCK=block, num_warps=_num_warps(block),
         )
-    _cross_entropy_mean[(1,)](
+    launch(_cross_entropy_mean, (1,),
         row_loss, target, loss, count, n, target.stride(0), ignore_index, BLOCK=MEAN_BLOCK
     )
     return loss, row_max, row_sum, count
@@ -208,7 +209,7 @@ def _backward(logits, target, row_max, row_sum, count, dloss, ignore_index):
     dx = torch.empty((n, v), dtype=logits.dtype, device=logits.device)
     if n:
         block = _block(v)
-        _cross_entropy_backward[(n,)](
+        launch(_cross_entropy_backward, (n,),
             logits, target, row_max, row_sum, count, dloss, dx, v,
             logits.stride(0), logits.stride(1), target.stride(0), ignore_index,
             BLOCK=block, num_warps=_num_warps(block),

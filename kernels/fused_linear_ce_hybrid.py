@@ -42,6 +42,8 @@ import os
 import torch
 import triton
 import triton.language as tl
+
+from kernels._launch import launch
 from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
@@ -166,7 +168,7 @@ def _forward(x, weight, target, ignore_index, need_dx, need_dw):
             g = z
         else:  # row r of G in the first half of row r's fp32 bytes: stride 2V in 16-bit elements
             g = buf.view(x.dtype)[:c, :v]
-        _softmax_rows[(c,)](
+        launch(_softmax_rows, (c,),
             z, g, target[r0 : r0 + c], loss_rows[r0 : r0 + c], v,
             z.stride(0), g.stride(0), target.stride(0), ignore_index,
             BLOCK=min(BLOCK_V, triton.next_power_of_2(v)), IN_PLACE=g.dtype != z.dtype,

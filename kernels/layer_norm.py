@@ -36,6 +36,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_float, require_like, require_runnable_device, require_tensors
+from kernels._launch import launch, multiprocessors
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
@@ -209,8 +210,7 @@ def _dwdb_plan(m: int, n: int, device: torch.device) -> tuple[int, int, int]:
     """
     if device.type == "cuda":
         block_n = min(128, _block(n))
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        groups = max(1, min(triton.cdiv(m, 8), (4 * sms) // triton.cdiv(n, block_n)))
+        groups = max(1, min(triton.cdiv(m, 8), (4 * multiprocessors(device)) // triton.cdiv(n, block_n)))
         return block_n, 8, groups
     block_n = _block(n)
     return block_n, max(1, min(16, 16384 // block_n)), max(1, min(m, 4))
@@ -242,7 +242,7 @@ def _forward(x, weight, bias, eps):
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     if m:
         block = _block(n)
-        _layer_norm_forward[(m,)](
+        launch(_layer_norm_forward, (m,),
             x, weight, bias, y, mean, rstd, n,
             x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), float(eps),
             BLOCK=block, num_warps=_num_warps(block),
@@ -253,7 +253,7 @@ def _forward(x, weight, bias, eps):
 def _sum_over_groups(partial: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     groups, n = partial.shape
     block_n = min(_block(n), 128 if out.device.type == "cuda" else 2048)
-    _sum_partials[(triton.cdiv(n, block_n),)](partial, out, groups, n, BLOCK_P=16, BLOCK_N=block_n)
+    launch(_sum_partials, (triton.cdiv(n, block_n),), partial, out, groups, n, BLOCK_P=16, BLOCK_N=block_n)
     return out
 
 
@@ -266,7 +266,7 @@ def _backward(x, weight, dy, mean, rstd, need_dx: bool, need_dwdb: bool):
         dx = torch.empty((m, n), dtype=x.dtype, device=x.device)
         if m:
             block = _block(n)
-            _layer_norm_backward_dx[(m,)](
+            launch(_layer_norm_backward_dx, (m,),
                 x, weight, dy, mean, rstd, dx, n,
                 x.stride(0), x.stride(1), weight.stride(0), dy.stride(0), dy.stride(1),
                 BLOCK=block, num_warps=_num_warps(block),
@@ -281,7 +281,7 @@ def _backward(x, weight, dy, mean, rstd, need_dx: bool, need_dwdb: bool):
         groups = triton.cdiv(m, rows_per_group)
         partial_w = torch.empty((groups, n), dtype=torch.float32, device=x.device)
         partial_b = torch.empty((groups, n), dtype=torch.float32, device=x.device)
-        _layer_norm_backward_dwdb[(triton.cdiv(n, block_n), groups)](
+        launch(_layer_norm_backward_dwdb, (triton.cdiv(n, block_n), groups),
             x, dy, mean, rstd, partial_w, partial_b, m, n,
             x.stride(0), x.stride(1), dy.stride(0), dy.stride(1), rows_per_group,
             ROWS=rows, BLOCK_N=block_n,

@@ -33,6 +33,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_float, require_like, require_runnable_device
+from kernels._launch import launch, multiprocessors
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_N = 65536
@@ -53,6 +54,7 @@ def _rmsnorm_forward(
     eps,
     ROWS: tl.constexpr,  # rows per program: a [ROWS, BLOCK] tile, one reduction per row
     BLOCK: tl.constexpr,
+    STORE_RSTD: tl.constexpr,  # False when no backward follows (inference): RSTD is not written
 ):
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK).to(tl.int64)
@@ -63,7 +65,8 @@ def _rmsnorm_forward(
     rstd = tl.rsqrt(tl.sum(x * x, axis=1) / N + eps)
     y = x * rstd[:, None] * g[None, :]
     tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
-    tl.store(RSTD + rows, rstd, mask=row_mask)
+    if STORE_RSTD:
+        tl.store(RSTD + rows, rstd, mask=row_mask)
 
 
 @triton.jit
@@ -145,8 +148,7 @@ def _backward_plan(m: int, block: int, device: torch.device) -> tuple[int, int]:
     Python overhead: 16 programs and [ROWS, BLOCK] tiles keep it fast.
     """
     if device.type == "cuda":
-        sms = torch.cuda.get_device_properties(device).multi_processor_count
-        return max(1, min(m, 4 * sms)), 1
+        return max(1, min(m, 4 * multiprocessors(device))), 1
     return max(1, min(m, 16)), _rows_per_tile(block)
 
 
@@ -168,16 +170,18 @@ def check_contract(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> None:
         raise ValueError(f"N = {n} is outside 1..{MAX_N}: a row must fit one program's block")
 
 
-def _forward(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _forward(x: torch.Tensor, gamma: torch.Tensor, eps: float, *, save: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """y, and the per-row 1/rms the backward needs (None when ``save`` is False: no backward follows)."""
     m, n = x.shape
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    rstd = torch.empty(m, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(m, dtype=torch.float32, device=x.device) if save else None
     if m:
         block = triton.next_power_of_2(n)
         rows = _rows_per_tile(block)
-        _rmsnorm_forward[(triton.cdiv(m, rows),)](
-            x, gamma, y, rstd, m, n, x.stride(0), x.stride(1), gamma.stride(0), float(eps),
-            ROWS=rows, BLOCK=block, num_warps=_num_warps(block),
+        launch(
+            _rmsnorm_forward, (triton.cdiv(m, rows),),
+            x, gamma, y, y if rstd is None else rstd, m, n, x.stride(0), x.stride(1), gamma.stride(0), float(eps),
+            ROWS=rows, BLOCK=block, STORE_RSTD=save, num_warps=_num_warps(block),
         )
     return y, rstd
 
@@ -195,14 +199,15 @@ def _backward(x, gamma, dy, rstd) -> tuple[torch.Tensor, torch.Tensor]:
     rows_per_program = triton.cdiv(m, programs)
     programs = triton.cdiv(m, rows_per_program)
     partial = torch.empty((programs, n), dtype=torch.float32, device=x.device)
-    _rmsnorm_backward[(programs,)](
+    launch(
+        _rmsnorm_backward, (programs,),
         x, gamma, dy, rstd, dx, partial, m, n,
         x.stride(0), x.stride(1), gamma.stride(0), dy.stride(0), dy.stride(1), rows_per_program,
         ROWS=rows, BLOCK=block, num_warps=_num_warps(block),
     )
     # GPU: many narrow column blocks spread the reduction over the SMs; interpreter: few wide ones
     block_p, block_n = (32, min(block, 128)) if x.device.type == "cuda" else (16, min(block, 2048))
-    _sum_partials[(triton.cdiv(n, block_n),)](partial, dgamma, programs, n, BLOCK_P=block_p, BLOCK_N=block_n)
+    launch(_sum_partials, (triton.cdiv(n, block_n),), partial, dgamma, programs, n, BLOCK_P=block_p, BLOCK_N=block_n)
     return dx, dgamma
 
 
@@ -232,4 +237,7 @@ class RMSNormFunction(torch.autograd.Function):
 def rmsnorm(x: torch.Tensor, gamma: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """y = x / sqrt(mean(x^2) + eps) * gamma over the last dimension of a 2-D x."""
     check_contract(x, gamma, eps)
-    return RMSNormFunction.apply(x, gamma, eps)
+    if torch.is_grad_enabled() and (x.requires_grad or gamma.requires_grad):
+        return RMSNormFunction.apply(x, gamma, eps)
+    CALLS["forward"] += 1  # inference: no autograd node, no 1/rms kept
+    return _forward(x, gamma, eps, save=False)[0]

@@ -35,6 +35,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_float, require_runnable_device, require_tensors
+from kernels._launch import launch
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
@@ -136,7 +137,7 @@ def _forward(x):
     row_sum = torch.empty(m, dtype=torch.float32, device=x.device)
     if m and n:
         block = _block(n)
-        _softmax_forward[(m,)](
+        launch(_softmax_forward, (m,),
             x, y, row_max, row_sum, n, x.stride(0), x.stride(1), BLOCK=block, num_warps=_num_warps(block)
         )
     return y, row_max, row_sum
@@ -149,7 +150,7 @@ def _backward(x, dy, row_max, row_sum):
     dx = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if m and n:
         block = _block(n)
-        _softmax_backward[(m,)](
+        launch(_softmax_backward, (m,),
             x, dy, row_max, row_sum, dx, n, x.stride(0), x.stride(1), dy.stride(0), dy.stride(1),
             BLOCK=block, num_warps=_num_warps(block),
         )

@@ -39,6 +39,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_float, require_like, require_runnable_device, require_tensors
+from kernels._launch import launch
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 1024
@@ -160,7 +161,7 @@ def _forward(a, b):
     y = torch.empty((m, n), dtype=a.dtype, device=a.device)
     if m and n:
         grid, rows, block_n = _grid(m, n)
-        _swiglu_forward[grid](
+        launch(_swiglu_forward, grid,
             a, b, y, m, n, a.stride(0), a.stride(1), b.stride(0), b.stride(1), ROWS=rows, BLOCK_N=block_n
         )
     return y
@@ -174,7 +175,7 @@ def _backward(a, b, dy):
     db = torch.empty((m, n), dtype=b.dtype, device=a.device)
     if m and n:
         grid, rows, block_n = _grid(m, n)
-        _swiglu_backward[grid](
+        launch(_swiglu_backward, grid,
             a, b, dy, da, db, m, n,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), dy.stride(0), dy.stride(1),
             ROWS=rows, BLOCK_N=block_n,

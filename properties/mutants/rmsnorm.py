@@ -114,8 +114,8 @@ CATALOG = [
         name="cat.partials_grid_floor",
         bug_class="grid",
         function="_backward",
-        old="_sum_partials[(triton.cdiv(n, block_n),)]",
-        new="_sum_partials[(n // block_n,)]",
+        old="launch(_sum_partials, (triton.cdiv(n, block_n),)",
+        new="launch(_sum_partials, (n // block_n,)",
         why="the reduction grid uses floor instead of ceiling division: the last N % BLOCK_N "
         "columns of dgamma are never written (all of them when N < BLOCK_N)",
     ),
