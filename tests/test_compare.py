@@ -3,6 +3,7 @@ Bug classes: signed max-difference checks, NaN silently passing, off-by-one tole
 
 import math
 
+import pytest
 import torch
 
 from harness.compare.allclose import bitwise_equal, compare
@@ -112,3 +113,29 @@ def test_nan_ok_accepts_a_nan_only_where_marked_and_still_checks_the_value_elsew
     assert not compare(torch.tensor([0.0, nan, 1.0]), e, atol=1e-6, rtol=0.0, nan_ok=ok).passed  # not marked
     assert not compare(torch.tensor([0.5, 0.0, 1.0]), e, atol=1e-6, rtol=0.0, nan_ok=ok).passed  # a wrong value
     assert not compare(torch.tensor([float("inf"), 0.0, 1.0]), e, atol=1e-6, rtol=0.0, nan_ok=ok).passed  # inf is no NaN
+
+
+# --- harness.compare.rounding: the backward-error spread -------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_spread_is_each_inputs_whole_rounding_moved_through_the_function_summed(dtype):
+    # bug classes: a perturbation lost to rounding (1 + 2^-24 is 1 in fp32), a random size that
+    # samples the conditioning instead of bounding it, and two inputs whose effects cancel.
+    # y = a * sigmoid(a) * b at a = -46: d ln y / d ln a = 1 + a (1 - sigmoid(a)) = -45, d ln y / d ln b = 1,
+    # so a whole rounding of a moves y by 45 u |y| and one of b by u |y|: the spread is 46 u |y|
+    # on every element, whatever the signs drawn
+    from harness.compare import rounding
+
+    a = torch.full((64,), -46.0, dtype=torch.float64)
+    b = torch.linspace(0.5, 3.0, 64, dtype=torch.float64)
+
+    def evaluate(ts):
+        x, z = ts
+        return [x * torch.sigmoid(x) * z]
+
+    u = rounding.unit_roundoff(dtype)
+    base = evaluate([a, b])
+    got = rounding.spread(evaluate, [a, b], u, base)[0] / (u * base[0].abs())
+    # to first order; the second-order part is about (46 u) / 2 of it (9% in bf16, where 46 u = 0.18)
+    assert torch.allclose(got, torch.full_like(got, 46.0), rtol=0.01 + 46 * u), got
