@@ -182,6 +182,7 @@ def test_an_output_that_cannot_be_sent_at_all_fails_the_kernel_with_the_reason()
     ("inference_path_drops_eps", "no_grad", "under torch.no_grad wrong"),
     ("shared_workspace", "fresh_inputs", "A wrong"),
     ("frozen_x_drops_dgamma", "fresh_inputs", "only dgamma asked for) before A's backward: A within tolerance; B wrong"),
+    ("keeps_inputs_in_ctx", "changed_input", "the gradients wrong"),
 ])
 def test_state_kept_between_calls_fails(tmp_path, name, check, words):
     report = tmp_path / "report"

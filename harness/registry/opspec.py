@@ -15,8 +15,8 @@ from harness.compare import tolerances
 from harness.cases.case import Case
 
 # the checks the runner (harness.run.runner) and the worker pool record for every op
-COMMON_CHECKS = ("inputs_unchanged", "output_meta", "contract", "repeatable", "no_grad", "fresh_inputs", "out_of_bounds",
-                 "crash", "timeout")
+COMMON_CHECKS = ("inputs_unchanged", "output_meta", "contract", "repeatable", "no_grad", "fresh_inputs", "changed_input",
+                 "out_of_bounds", "crash", "timeout")
 
 
 @dataclasses.dataclass

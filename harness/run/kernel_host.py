@@ -203,9 +203,7 @@ class Session:
         kept = self.out  # the kernel's own output of the last call: no later call may write into it
         before = kept.detach().clone() if isinstance(kept, torch.Tensor) else None
         device = _device(self.args)
-        copies = tuple(torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device).copy_(a)
-                       if isinstance(a, torch.Tensor) else a for a in self.args)
-        leaves_a = [a.requires_grad_(True) if i in grad_wrt else a for i, a in enumerate(copies)]
+        leaves_a = _copies(self.args, grad_wrt)
         a_fwd = self._timed(lambda: self.fn(*leaves_a), device)
         if a_fwd.error is not None:
             return a_fwd
@@ -231,6 +229,45 @@ class Session:
         changed = before is not None and not torch.equal(_bits(kept), _bits(before))
         value = (replies[1].value, output_of(out_a), grads_a, replies[2].value, grads_b, changed)
         return Reply(value, error, sum(r.kernel_s for r in replies), sum(r.compile_s for r in replies))
+
+
+    def changed_input(self, args: tuple, values: tuple, grad_wrt: tuple[int, ...],
+                      upstream: torch.Tensor | None) -> Reply:
+        """Call C: a forward on copies of ``args``; the copies then changed in place to ``values`` (a caller's in-place update of an activation or a weight between forward and
+        backward); C's backward. Value: None where torch refused that backward (an input kept with
+        ctx.save_for_backward was changed: its version counter), else C's gradients."""
+        device = _device(args)
+        leaves = _copies(args, grad_wrt)
+        fwd = self._timed(lambda: self.fn(*leaves), device)
+        if fwd.error is not None:
+            return fwd
+        out = fwd.value
+        with torch.no_grad():
+            for a, v in zip(leaves, values):
+                if isinstance(a, torch.Tensor):
+                    a.copy_(v)
+
+        def call():
+            try:
+                return _gradients(out, leaves, grad_wrt, upstream)
+            except RuntimeError as exc:
+                if INPLACE_REFUSAL in str(exc):
+                    return None
+                raise
+
+        bwd = self._timed(call, device)
+        return Reply(bwd.value, bwd.error, fwd.kernel_s + bwd.kernel_s, fwd.compile_s + bwd.compile_s)
+
+
+# torch's refusal to differentiate through a saved tensor changed in place (autograd's version counter)
+INPLACE_REFUSAL = "modified by an inplace operation"
+
+
+def _copies(args: tuple, grad_wrt: tuple[int, ...]) -> list:
+    """Copies of ``args`` (same strides), those at ``grad_wrt`` leaves that want a gradient."""
+    copies = [torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device).copy_(a)
+              if isinstance(a, torch.Tensor) else a for a in args]
+    return [a.requires_grad_(True) if i in grad_wrt else a for i, a in enumerate(copies)]
 
 
 def _gradients(out: Any, leaves, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> tuple:
@@ -279,6 +316,10 @@ class InProcessHost:
     def refill(self, values: tuple, grad_wrt: tuple[int, ...], grad_wrt_b: tuple[int, ...],
                upstream: torch.Tensor | None, earlier_upstream: torch.Tensor | None) -> Reply:
         return self.session.refill(values, grad_wrt, grad_wrt_b, upstream, earlier_upstream)
+
+    def changed_input(self, args: tuple, values: tuple, grad_wrt: tuple[int, ...],
+                      upstream: torch.Tensor | None) -> Reply:
+        return self.session.changed_input(args, values, grad_wrt, upstream)
 
     def release(self) -> None:
         self.session.release()

@@ -282,6 +282,9 @@ class ProcessHost:
                earlier_upstream) -> Reply:
         return self.process.call("refill", values, grad_wrt, grad_wrt_b, upstream, earlier_upstream)
 
+    def changed_input(self, args: tuple, values: tuple, grad_wrt: tuple[int, ...], upstream) -> Reply:
+        return self.process.call("changed_input", args, values, grad_wrt, upstream)
+
     def release(self) -> None:
         self.process.release()
 

@@ -2,8 +2,8 @@
 
 It loads the user's code (plugins, extra modules), installs the out-of-bounds guard and the
 compile clock, then answers the judge's requests one at a time: ``bind`` (which entry, and
-its contract and description), ``contract_call``, ``forward``, ``backward``, ``repeat``, ``refill``
-(harness.run.kernel_host.Session does the calls), ``health``, ``release`` (drop the last case's
+its contract and description), ``contract_call``, ``forward``, ``backward``, ``repeat``, ``refill``,
+``changed_input`` (harness.run.kernel_host.Session does the calls), ``health``, ``release`` (drop the last case's
 tensors and return the cached GPU memory), ``exit``. Every kernel call
 is wrapped in ``except BaseException``: ``sys.exit``, ``KeyboardInterrupt`` and the like
 come back as the kernel's error; what cannot be caught (``os._exit``, a signal) ends the

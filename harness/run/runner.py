@@ -260,7 +260,7 @@ class _Steps:
             return None
         if self.case.get(layouts.WIDE) is not None or self.case.get("layout") in layouts.INDEX_WIDTH_LAYOUTS:
             return None
-        return Case.of(self.case.op, **dict(dict(self.case.params), seed=int(self.case["seed"]) + REFILL_SEED))
+        return Case.of(self.case.op, **dict(dict(self.case.params), seed=new_seed(self.case)))
 
     def refill(self, grads: tuple, expected: dict) -> None:
         """Bug classes: a result cached by the inputs' pointers or shapes, state kept between calls
@@ -305,6 +305,30 @@ class _Steps:
                               f"returns a buffer it writes again on a later call; each output must be a tensor of its "
                               f"own). {msg}")
         self.run.add("fresh_inputs", ok, msg if ok else f"{msg} ({STATE_HINT})")
+        if ok and grad_wrt:
+            self.changed_input(new, grad_wrt, expected)
+
+    def changed_input(self, new: OpInputs, grad_wrt: tuple[int, ...], expected: dict) -> None:
+        """Bug class: an input kept for the backward outside ctx.save_for_backward (``ctx.x = x``), which
+        a caller then changes in place (a residual ``x += ...``, an optimizer step on a weight): torch's
+        version counter refuses the backward of a saved input; a kept reference silently gives the
+        gradient of the changed values. Either the refusal or the gradient of the original inputs passes."""
+        said = (f"a forward on copies of the inputs, the copies then changed in place to the values of seed "
+                f"{new_seed(self.case)} before its backward")
+        own = self.spec.make_inputs(self.case, self.device)  # the case's values again: refill changed the case's tensors
+        reply = self.phases.call(self.host.changed_input, own.args, new.args, grad_wrt, own.upstream)
+        if reply.error is not None:
+            if not _out_of_bounds(self.run, reply.error):
+                self.run.add("changed_input", False, f"{said}: the kernel raised {reply.error.describe()}")
+            return
+        if reply.value is None:
+            self.run.add("changed_input", True, f"{said}: torch refused the backward (the inputs are kept with "
+                                                "ctx.save_for_backward, whose version check sees the change)")
+            return
+        ok, msg = self._refilled(self.metas(None, reply.value)[1:], expected, "the gradients")
+        hint = ("the backward read an input after the caller changed it: keep what the backward needs with "
+                "ctx.save_for_backward (torch then refuses a changed input) or keep a copy")
+        self.run.add("changed_input", ok, f"{said}: {msg}" + ("" if ok else f" ({hint})"))
 
     def _refilled(self, metas, expected: dict, said: str) -> tuple[bool, str]:
         wrong = []
@@ -333,6 +357,11 @@ class _Steps:
         else:
             self.run.add("repeatable", True, f"{differ} (allowed by {NONDETERMINISTIC}; the second run's values are "
                                              "within tolerance)")
+
+
+def new_seed(case: Case) -> int:
+    """The seed of the refilled call's values."""
+    return int(case["seed"]) + REFILL_SEED
 
 
 def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, device: str, phase: Phase = Phase.FLOOR,
