@@ -32,7 +32,8 @@ if LigerSiLUMulFunction is not None:
     @register_kernel(
         "swiglu",
         name="liger_swiglu",
-        contract=Contract(dtypes=(torch.float32, torch.float16, torch.bfloat16)),
+        # Liger raises past 65536 columns ("exceeds the recommended Triton blocksize"): a stated limit
+        contract=Contract(dtypes=(torch.float32, torch.float16, torch.bfloat16), max_n=65536),
         description="Liger-Kernel's LigerSiLUMulFunction (third party)",
     )
     def liger_swiglu(a, b):
@@ -44,6 +45,7 @@ if LigerSiLUMulFunction is not None:
         name="liger_swiglu_bf16",
         contract=Contract(
             dtypes=(torch.bfloat16,),
+            max_n=65536,
             waive={"inputs_unchanged": "the backward stores da and db into a's and b's storage (Liger's memory saving)"},
         ),
         description="Liger-Kernel's LigerSiLUMulFunction on bf16 inputs only (library-mutation carrier)",
