@@ -70,6 +70,20 @@ def _rmsnorm_forward(
 
 
 @triton.jit
+def _rows_of(X, DY, RSTD, start, last, cols, col_mask, stride_xm, stride_xn, stride_dym, stride_dyn,
+             ROWS: tl.constexpr):
+    """The [ROWS, BLOCK] tiles of x and dy (in their dtype) and the 1/rms of rows start.. start + ROWS,
+    rows from ``last`` on masked out (reading nothing)."""
+    rows = start + tl.arange(0, ROWS)
+    row_mask = rows < last
+    mask = row_mask[:, None] & col_mask[None, :]
+    x = tl.load(X + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=mask, other=0.0)
+    dy = tl.load(DY + rows[:, None] * stride_dym + cols[None, :] * stride_dyn, mask=mask, other=0.0)
+    rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+    return x, dy, rstd
+
+
+@triton.jit
 def _rmsnorm_backward(
     X,  # [M, N] input, strides (stride_xm, stride_xn)
     G,  # [N] gamma, stride stride_g
@@ -95,18 +109,22 @@ def _rmsnorm_backward(
     acc = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
     first = pid.to(tl.int64) * rows_per_program
     last = tl.minimum(first + rows_per_program, M)
+    x_tile, dy_tile, rstd = _rows_of(X, DY, RSTD, first, last, cols, col_mask, stride_xm, stride_xn, stride_dym,
+                                     stride_dyn, ROWS)
     for start in range(first, last, ROWS):
+        # the next tile's loads are issued before this tile's reduction: their latency overlaps its work
+        x_next, dy_next, rstd_next = _rows_of(X, DY, RSTD, start + ROWS, last, cols, col_mask, stride_xm, stride_xn,
+                                              stride_dym, stride_dyn, ROWS)
         rows = start + tl.arange(0, ROWS)
-        row_mask = rows < last
-        mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(X + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(DY + rows[:, None] * stride_dym + cols[None, :] * stride_dyn, mask=mask, other=0.0).to(tl.float32)
-        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+        mask = (rows < last)[:, None] & col_mask[None, :]
+        x = x_tile.to(tl.float32)
+        dy = dy_tile.to(tl.float32)
         u = dy * g[None, :]
         mean_ux = tl.sum(u * x, axis=1) / N
         dx = rstd[:, None] * u - x * (rstd * rstd * rstd * mean_ux)[:, None]
         tl.store(DX + rows[:, None] * N + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
         acc += dy * x * rstd[:, None]
+        x_tile, dy_tile, rstd = x_next, dy_next, rstd_next
     tl.store(PARTIAL + pid.to(tl.int64) * N + cols, tl.sum(acc, axis=0), mask=col_mask)
 
 

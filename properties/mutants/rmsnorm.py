@@ -96,7 +96,7 @@ CATALOG = [
     dict(
         name="cat.dy_assumed_contiguous",
         bug_class="layout",
-        function="_rmsnorm_backward",
+        function="_rows_of",
         patches=[("* stride_dym", "* N"), (" * stride_dyn", "")],
         why="the upstream gradient is assumed contiguous; autograd often hands a transposed or "
         "expanded dy, so dx and dgamma read the wrong elements",
