@@ -165,11 +165,15 @@ def _backward_plan(m: int, block: int, device: torch.device) -> tuple[int, int]:
     during this row's reduction (measured best on the H200 at 32768x4096 bf16: 218 us against 267
     for 4 programs per SM without the prefetch; 1/2/4/8 programs per SM x 4/8/16 warps, run 46).
     In the interpreter, programs and loop iterations run one after another and each costs
-    Python overhead: 16 programs and [ROWS, BLOCK] tiles keep it fast.
+    Python overhead: 16 programs and [ROWS, BLOCK] tiles keep it fast, with at least two tiles
+    per program where it has two rows (else the prefetched tile is never read there).
     """
     if device.type == "cuda":
         return max(1, min(m, 2 * multiprocessors(device))), 1
-    return max(1, min(m, 16)), _rows_per_tile(block)
+    programs = max(1, min(m, 16))
+    # at least two loop iterations wherever a program has two rows or more, so that the tile
+    # loaded ahead (the second _rows_of call) is used in the interpreter as on the GPU
+    return programs, max(1, min(_rows_per_tile(block), triton.cdiv(triton.cdiv(m, programs), 2)))
 
 
 def check_contract(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> None:
