@@ -173,7 +173,8 @@ def _backward_plan(m: int, block: int, device: torch.device) -> tuple[int, int]:
     programs = max(1, min(m, 16))
     # at least two loop iterations wherever a program has two rows or more, so that the tile
     # loaded ahead (the second _rows_of call) is used in the interpreter as on the GPU
-    return programs, max(1, min(_rows_per_tile(block), triton.cdiv(triton.cdiv(m, programs), 2)))
+    half = triton.cdiv(triton.cdiv(m, programs), 2)
+    return programs, min(_rows_per_tile(block), 1 << (half.bit_length() - 1))  # a power of two (a tile's shape)
 
 
 def check_contract(x: torch.Tensor, gamma: torch.Tensor, eps: float) -> None:

@@ -54,3 +54,16 @@ def test_empty_batch_returns_empty(device):
     x = torch.ones(0, 8, device=device, requires_grad=True)
     y = k.rmsnorm(x, torch.ones(8, device=device), 1e-6)
     assert y.shape == (0, 8)
+
+
+def test_the_interpreter_backward_plan_gives_power_of_two_tiles_and_two_of_them_per_program():
+    # bug classes: a tile height that is no power of two (Triton refuses the shape), and one tile per
+    # program, which leaves the tile loaded ahead (the backward's second _rows_of call) never read
+    import triton
+
+    for m in range(1, 400):
+        for n in (1, 7, 257, 336, 1024, 8192):
+            programs, rows = k._backward_plan(m, triton.next_power_of_2(n), torch.device("cpu"))
+            per_program = triton.cdiv(m, programs)
+            assert rows >= 1 and rows & (rows - 1) == 0, (m, n, rows)
+            assert per_program == 1 or triton.cdiv(per_program, rows) >= 2, (m, n, rows, per_program)
