@@ -29,7 +29,7 @@ def test_generation_is_deterministic_so_a_worker_can_rebuild_a_mutant_by_name():
 def test_every_jit_function_of_the_kernels_package_is_mutated():
     assert "kernels.rmsnorm" in mutagen.project_modules()
     functions = {m.function for m in mutagen.mutations("kernels.rmsnorm")}
-    assert functions == {"_rmsnorm_forward", "_rmsnorm_backward", "_sum_partials"}
+    assert functions == {"_rmsnorm_forward", "_rows_of", "_rmsnorm_backward", "_sum_partials"}
 
 
 def test_block_divisor_mutant_runs_through_the_real_wrapper_and_disk_is_untouched():
