@@ -55,8 +55,9 @@ def cross_entropy_magnitudes(
     Both bound their results. The loss magnitude is NaN when every row is ignored."""
     xf, p, onehot, scale, valid = _pieces(logits, target, upstream, ignore_index)
     spread = xf.amax(1, keepdim=True) - xf
-    a = (p * spread).sum(1, keepdim=True)
-    row_terms = (torch.exp(-spread).sum(1, keepdim=True).log() + (onehot * spread).sum(1, keepdim=True) + a).squeeze(1)
+    a = torch.where(p > 0, p * spread, 0.0).sum(1, keepdim=True)  # a logit of -inf: p = 0, spread = inf
+    t_spread = torch.where(onehot > 0, spread, 0.0).sum(1, keepdim=True)
+    row_terms = (torch.exp(-spread).sum(1, keepdim=True).log() + t_spread + a).squeeze(1)
     n_valid = int(valid.sum())
     loss_terms = (row_terms * valid).sum() / n_valid if n_valid else torch.tensor(float("nan"), dtype=torch.float64)
-    return loss_terms, scale.abs() * (p * (1.0 + spread + a) + onehot)
+    return loss_terms, scale.abs() * (torch.where(p > 0, p * (1.0 + spread + a), 0.0) + onehot)

@@ -34,7 +34,8 @@ def _relative_scale(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     xf = x.to(torch.float64)
     p = torch.softmax(xf, dim=-1)
     spread = xf.amax(-1, keepdim=True) - xf
-    return p, 1.0 + spread + (p * spread).sum(-1, keepdim=True)
+    weighted = torch.where(p > 0, p * spread, 0.0)  # an entry of -inf: p = 0, spread = inf
+    return p, torch.where(p > 0, 1.0 + spread, 1.0) + weighted.sum(-1, keepdim=True)
 
 
 def softmax_forward_magnitudes(x: torch.Tensor) -> torch.Tensor:

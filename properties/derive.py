@@ -20,8 +20,8 @@ From the declared inputs the engine derives, identically for every declared op:
   index-width layout only the input the case's ``wide`` names, the others contiguous);
 - the oracle: the float64 reference, gradients by float64 autograd through it (or the
   declaration's explicit backward), and per element the spread of both under the input
-  dtype's rounding of the inputs and the upstream gradient (harness.compare.rounding), which
-  the tolerance allows;
+  dtype's rounding of the inputs and the upstream gradient (harness.compare.rounding; of
+  x - row max for the inputs the op declares ``shift_by_max``), which the tolerance allows;
 - case ids ``op:M=..,N=..,dtype=..,layout=..,[wide=..,]values=..,<scalars>,[ignored=..,]seed=..``.
 Any method can be overridden in a subclass (``class MyOp(DeclaredOp)``) like any OpSpec's.
 """
@@ -247,6 +247,7 @@ class DeclaredOp(OpSpec):
         wide = case.get(layouts.WIDE)
         gen = values.generator(int(case["seed"]))
         args: list[Any] = []
+        drawn: dict[tuple[int, ...], torch.Tensor] = {}  # float inputs by shape, before placement
         k = 0  # the tensor inputs' count, for the mixed layout
         for inp in self.decl.inputs:
             if isinstance(inp, Scalar):
@@ -256,12 +257,17 @@ class DeclaredOp(OpSpec):
             if isinstance(inp, Index):
                 ignore = int(case[inp.ignore]) if inp.ignore else None
                 t = classes(shape, sizes[inp.high], ignore, str(case.get("ignored", "none")), gen)
+                logits = drawn.get(shape + (sizes[inp.high],))
+                if logits is not None:
+                    t = off_masked(t, logits, ignore)
             elif inp.values == "kind":
                 t = row_kinds.draw(kind, shape, dtype, gen).to(dtype)
             elif inp.values == "gain":
                 t = values.gains(math.prod(shape), gen).reshape(shape).to(dtype)
             else:
                 t = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+            if not isinstance(inp, Index):
+                drawn.setdefault(shape, t)
             args.append(layouts.place(t, layouts.for_input(layout, k, inp.name, wide), device))
             k += 1
         out_shape = tuple(sizes[d] for d in self.decl.output)
@@ -303,7 +309,9 @@ class DeclaredOp(OpSpec):
 
         tensors = [f64[p] for p in floats] + [upstream]
         base = evaluate(tensors)
-        spreads = rounding.spread(evaluate, tensors, rounding.unit_roundoff(inputs.dtype), base)
+        shifted = [self.decl.inputs[p].name in self.decl.shift_by_max for p in floats] + [False]
+        centers = [rounding.row_max_center(t) if s else None for t, s in zip(tensors, shifted)]
+        spreads = rounding.spread(evaluate, tensors, rounding.unit_roundoff(inputs.dtype), base, centers=centers)
         terms = self.terms(f64, upstream, base, inputs.grad_wrt)
         names = [self.oracle_forward_name(inputs), *self.grad_checks]
         expected = {}
@@ -421,3 +429,23 @@ def classes(shape: tuple[int, ...], high: int, ignore: int | None, ignored: str,
                 rows[order[-1] if order[-1] != n - 1 else order[-2]] = False
         t = torch.where(rows, torch.full_like(t, ignore), t)
     return t.reshape(shape)
+
+
+def off_masked(target: torch.Tensor, logits: torch.Tensor, ignore: int | None) -> torch.Tensor:
+    """A class whose logit is -inf (a masked vocabulary entry) is never a label: a row whose
+    target lands on one takes its first class that is neither -inf nor ``ignore`` instead (the
+    loss would be +inf, which says nothing about a kernel's arithmetic). Rows without such a
+    class, and ignored rows, keep theirs."""
+    masked = logits == float("-inf")
+    if not bool(masked.any()):
+        return target
+    rows = target.reshape(-1)
+    flat = masked.reshape(rows.numel(), -1)
+    usable = ~flat
+    if ignore is not None and 0 <= ignore < flat.shape[1]:
+        usable[:, ignore] = False
+    hit = (rows != ignore) & (rows >= 0) & (rows < flat.shape[1])
+    hit &= flat[torch.arange(rows.numel()), rows.clamp(0, flat.shape[1] - 1)]
+    hit &= usable.any(1)
+    first = usable.to(torch.int8).argmax(1)
+    return torch.where(hit, first, rows).reshape(target.shape)

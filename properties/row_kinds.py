@@ -24,6 +24,14 @@ caller, so every backend sees the same inputs. Each kind targets a bug class:
                   row's last column, its first, or elsewhere in turn: a max taken over part of
                   the row (a loop that stops a block early) misses it, and exp(120 - max)
                   overflows fp32.
+- neg_inf:        N(0, 1) * 3 with entries of -inf (masked positions, as a causal or vocabulary
+                  mask writes them): each row starts with a run of -inf of random length (n - 1
+                  on the first row: one finite value, a one-hot softmax), which spans whole column
+                  blocks on long rows, plus about one in eight of the rest; every row keeps a
+                  finite value. exp(-inf - m) = 0 is exact; an online max/sum whose correction
+                  exp(m_old - m_new) meets -inf - (-inf) = NaN (a block or a lane that has seen
+                  only -inf) turns the row into NaN. A label never sits on a -inf logit
+                  (properties.derive: a masked class is never the target).
 - gate_extremes:  N(0, 1) * 20: sigmoid saturates both ways (exp(-x) overflows fp16 for x < -11).
 """
 
@@ -36,7 +44,7 @@ import torch
 from properties import values
 
 NORMALISATION = ("offset_rows", "constant_rows")
-LOGITS = ("large_logits", "masked_rows", "ties", "peaked")
+LOGITS = ("large_logits", "masked_rows", "ties", "peaked", "neg_inf")
 GATES = ("gate_extremes",)
 KINDS = values.ROW_KINDS + NORMALISATION + LOGITS + GATES
 
@@ -71,6 +79,13 @@ def draw(kind: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Gener
         x[rows, where] += PEAK
     elif kind == "ties":
         x = torch.randint(-2, 3, (m, n), generator=gen).to(torch.float64)
+    elif kind == "neg_inf":
+        lead = torch.randint(n, (m,), generator=gen)
+        lead[0] = n - 1
+        cols = torch.arange(n).unsqueeze(0)
+        masked = (cols < lead.unsqueeze(1)) | (torch.rand((m, n), generator=gen) < 0.125)
+        masked[torch.arange(m), lead] = False
+        x = torch.where(masked, torch.full_like(x, float("-inf")), 3.0 * x)
     elif kind == "gate_extremes":
         x = 20.0 * x
     return x.contiguous().reshape(shape)

@@ -65,6 +65,14 @@ WRONG = [
     ("wrong_sigmoid_b", "swiglu:M=3,N=17,dtype=float32,layout=contiguous,values=normal,seed=1", "forward"),
     ("wrong_mean_all_rows",
      "cross_entropy:N=17,V=33,dtype=float32,layout=contiguous,values=normal,ignore_index=-100,ignored=some,seed=1", "loss"),
+    # a row masked with -1e9 is a row of zeros once shifted by its max (shift_by_max): uniform
+    ("wrong_padding_minus_1e9", "softmax:M=3,N=17,dtype=float32,layout=contiguous,values=masked_rows,seed=1", "forward"),
+    ("wrong_exp_minus_lse", "softmax:M=3,N=17,dtype=float32,layout=contiguous,values=masked_rows,seed=1", "forward"),
+    # entries of -inf (neg_inf) make an unguarded online rescaling NaN
+    ("wrong_online_unguarded", "softmax:M=3,N=17,dtype=float32,layout=contiguous,values=neg_inf,seed=1", "forward"),
+    ("wrong_online_unguarded",
+     "cross_entropy:N=5,V=17,dtype=float32,layout=contiguous,values=neg_inf,ignore_index=-100,ignored=none,seed=1",
+     "loss"),
 ]
 
 
@@ -320,3 +328,74 @@ def test_some_ignored_targets_include_the_last_row_and_keep_one(n):
         assert ((t[~ignored] >= 0) & (t[~ignored] < 7)).all()
     for kind, expect in (("none", 0), ("all", n)):
         assert int((derive.classes((n,), 7, -100, kind, torch.Generator().manual_seed(0)) == -100).sum()) == expect
+
+
+# --- max-shifted rounding and -inf entries ---------------------------------------------------
+
+def test_a_masked_row_must_come_out_uniform_under_the_max_shifted_rounding():
+    """softmax declares shift_by_max: its x is rounded as x - max, so a row masked with -1e9 (an
+    ulp of 64 in fp32) gets the allowance of a row of zeros. Rounded as x itself, exp of +-64
+    lets any distribution over the row pass, and padding with -1e9 (1/(N + pad)) did."""
+    import dataclasses
+    import importlib
+
+    from harness.registry.registry import Contract, KernelEntry
+
+    with REGISTRY.capturing():  # its kernels stay out of the registry other tests read
+        sys.modules.pop("tests.fixtures.torch_wrong_ops", None)
+        wrong = importlib.import_module("tests.fixtures.torch_wrong_ops")
+
+    s = spec("softmax")
+    assert s.decl.shift_by_max == ("x",)
+    case = Case.parse("softmax:M=3,N=17,dtype=float32,layout=contiguous,values=masked_rows,seed=1")
+    entry = KernelEntry("softmax", "pad", wrong.softmax_padding_minus_1e9, Contract(), "kernel", "project", "here")
+    shifted = {r.check: r for r in run_case(s, entry, case, backend="interpreter", device="cpu").records}
+    assert not shifted["forward"].passed and shifted["forward"].err_ratio > 1e4
+    plain = derive.DeclaredOp(dataclasses.replace(s.decl, shift_by_max=()))
+    unshifted = {r.check: r for r in run_case(plain, entry, case, backend="interpreter", device="cpu").records}
+    assert unshifted["forward"].passed  # what the plain rounding allowed
+    inputs = s.make_inputs(case, "cpu")
+    masked = (inputs.args[0] < -1e8).all(-1)
+    assert bool(masked.any())
+    expected = s.oracle(inputs)
+    y = expected["forward"][masked]
+    assert torch.allclose(y, torch.full_like(y, 1 / 17), rtol=1e-15)
+    assert (expected["forward_magnitude"][masked] < 64 * 2.0**-24 / 17).all()  # a few fp32 roundings
+
+
+def test_the_max_shifted_rounding_moves_the_difference_from_the_row_max():
+    from harness.compare import rounding
+
+    t = torch.tensor([[-1e9, -1e9, -1e9], [1.0, float("-inf"), 3.0], [float("nan"), float("-inf"), float("inf")]],
+                     dtype=torch.float64)
+    center = rounding.row_max_center(t)
+    assert center.flatten().tolist() == [-1e9, 3.0, 0.0]
+    moved = rounding.perturb(t, 2.0**-24, torch.Generator().manual_seed(0), center)
+    assert moved[0].tolist() == t[0].tolist()  # a constant row is its max: nothing to round
+    assert moved[1, 2] == 3.0 and moved[1, 1] == float("-inf")
+    assert abs(float(moved[1, 0]) - 1.0) == pytest.approx(2.0 * 2.0**-24)
+    with pytest.raises(RegistryError, match="shift_by_max"):
+        OpDecl(name="bad", signature="f(x[N]) -> y[N]", inputs=(Tensor("x", "N"),), output="N",
+               reference=lambda x: x, value_kinds=("normal",), shift_by_max=("y",))
+
+
+def test_neg_inf_rows_keep_a_finite_value_and_labels_avoid_masked_classes():
+    from properties import row_kinds
+
+    for n in (1, 2, 17, 257):
+        x = row_kinds.draw("neg_inf", (9, n), torch.float32, torch.Generator().manual_seed(n))
+        finite = torch.isfinite(x)
+        assert finite.any(-1).all() and ((x == float("-inf")) | finite).all()
+        assert int(finite[0].sum()) == 1 and bool(finite[0, -1])  # a one-hot row
+        if n > 2:
+            assert (x[:, 0] == float("-inf")).any()  # leading runs
+    x = row_kinds.draw("neg_inf", (64, 33), torch.float32, torch.Generator().manual_seed(0))
+    for ignore in (-100, 0):
+        t = derive.classes((64,), 33, ignore, "some", torch.Generator().manual_seed(1))
+        moved = derive.off_masked(t, x, ignore)
+        kept = moved != ignore
+        assert (moved == ignore).equal(t == ignore)  # ignored rows stay ignored, no other row becomes so
+        assert torch.isfinite(x[kept.nonzero().squeeze(1), moved[kept]]).all()
+    case = next(c for c in spec("cross_entropy").floor_cases(backend="interpreter") if c["values"] == "neg_inf")
+    inputs = spec("cross_entropy").make_inputs(case, "cpu")
+    assert (inputs.args[0] == float("-inf")).any() and math.isfinite(float(spec("cross_entropy").oracle(inputs)["loss"]))

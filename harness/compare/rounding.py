@@ -35,6 +35,14 @@ moved through exp) failed at 1.0-1.39x the allowance (docs/red-team-session14.md
 Moving one tensor by a whole rounding gives each element its first-order sensitivity to that
 tensor in full (exactly, for an element that depends on one element of it; a random walk over
 the terms for a reduction), and the sum over tensors bounds how their roundings combine.
+
+Max-shifted ops (softmax): a kernel subtracts each row's max first, and the max is one of the
+row's values, so x - max is exact near the max and off by one rounding of itself elsewhere. For
+the inputs an op declares ``shift_by_max``, the rounding is taken on x - max (``row_max_center``)
+instead of x: a row of -1e9 (fp32's ulp there is 64) then gets the allowance of a row of zeros,
+which every max-subtracting kernel meets, not one that accepts any distribution over the row
+(exp of +-64 moves the mass anywhere), under which padding lanes read as -1e9 (y = 1/(N + pad)
+on a masked row) or y = exp(x - logsumexp) (log N rounded away: y = 1) passed.
 """
 
 from __future__ import annotations
@@ -82,12 +90,24 @@ def allowance(spread: torch.Tensor, terms: torch.Tensor, n: int = 1, compute_dty
     return SAFETY * spread + ulps * unit_roundoff(compute_dtype) * torch.where(torch.isfinite(terms), terms, 0.0)
 
 
-def perturb(t: torch.Tensor, u: float, gen: torch.Generator) -> torch.Tensor:
+def perturb(t: torch.Tensor, u: float, gen: torch.Generator, center: torch.Tensor | None = None) -> torch.Tensor:
     """``t * (1 + u * delta)``, delta = +1 or -1 per element, each with probability 1/2: every
-    element moved by a whole rounding (float64, on t's device)."""
+    element moved by a whole rounding (float64, on t's device). With ``center`` (broadcast to
+    t), ``center + (t - center) * (1 + u * delta)``: the rounding of the difference from it."""
     negative = torch.rand(t.shape, generator=gen, dtype=torch.float64) < 0.5
     delta = 1.0 - 2.0 * negative.to(torch.float64)  # float64: 1 + 2^-24 rounds to 1 in fp32
-    return t * (1.0 + u * delta.to(t.device))
+    factor = 1.0 + u * delta.to(t.device)
+    if center is None:
+        return t * factor
+    return center + (t - center) * factor
+
+
+def row_max_center(t: torch.Tensor) -> torch.Tensor:
+    """Each row's (last dimension's) largest finite value, 0 for a row without one: the value a
+    kernel subtracts first in a max-shifted op (softmax), keepdim for broadcasting."""
+    finite = torch.where(torch.isfinite(t), t, torch.full_like(t, float("-inf")))
+    m = finite.amax(-1, keepdim=True) if t.numel() else torch.zeros_like(t[..., :1])
+    return torch.where(torch.isfinite(m), m, torch.zeros_like(m))
 
 
 def spread(
@@ -98,6 +118,7 @@ def spread(
     *,
     copies: int = COPIES,
     seed: int = 0,
+    centers: Sequence[torch.Tensor | None] | None = None,
 ) -> list[torch.Tensor]:
     """Per output, elementwise: the sum over ``tensors`` of the max over ``copies`` of
     |evaluate(that tensor perturbed, the others as given) - base|.
@@ -106,14 +127,17 @@ def spread(
     generator is seeded so that the same inputs always get the same allowance. Non-finite
     differences count as 0: where ``base`` is not finite the comparison demands the same
     non-finite value, and a perturbation that overflows float64 says nothing a kernel may
-    use (an infinite allowance would let anything pass there).
+    use (an infinite allowance would let anything pass there). ``centers`` (one per tensor,
+    None for a plain rounding) moves a tensor by a rounding of its difference from the center
+    (``perturb``).
     """
     gen = torch.Generator(device="cpu").manual_seed(seed)
     total = [torch.zeros_like(b, dtype=torch.float64) for b in base]
     for i, t in enumerate(tensors):
         worst = [torch.zeros_like(b, dtype=torch.float64) for b in base]
         for _ in range(copies):
-            outs = evaluate([perturb(s, u, gen) if j == i else s for j, s in enumerate(tensors)])
+            center = centers[i] if centers is not None else None
+            outs = evaluate([perturb(s, u, gen, center) if j == i else s for j, s in enumerate(tensors)])
             for k, (out, b) in enumerate(zip(outs, base)):
                 d = (out.detach().to(torch.float64) - b.detach().to(torch.float64)).abs()
                 d = torch.where(torch.isfinite(d), d, 0.0)

@@ -106,6 +106,9 @@ class OpDecl:
     backward: Callable[..., tuple[Any, ...]] | None = None
     terms: Callable[..., tuple[Any, ...]] | None = None
     reduces: str | tuple[str, ...] = ()  # dims the op sums over (the longest sets the fp32 allowance)
+    # float inputs whose rows (last dim) the op is invariant to shifting and that a kernel shifts
+    # by the row's max first (softmax): their rounding is taken on x - max (compare.rounding)
+    shift_by_max: tuple[str, ...] = ()
     doc: str = ""
     # optional overrides: sizes the floor and the strategy favour for a dim, its largest value
     special_sizes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
@@ -128,6 +131,10 @@ class OpDecl:
         for i in self.inputs:
             if isinstance(i, Index) and i.ignore is not None and i.ignore not in scalars:
                 raise RegistryError(f"op {self.name!r}: Index {i.name!r} ignores {i.ignore!r}, which is no Scalar input")
+        floats = {i.name for i in self.inputs if isinstance(i, Tensor)}
+        if not isinstance(self.shift_by_max, tuple) or any(n not in floats for n in self.shift_by_max):
+            raise RegistryError(f"op {self.name!r}: shift_by_max={self.shift_by_max!r} must be a tuple of float Tensor "
+                                f"input names, from {sorted(floats)}")
         dims = {d for i in self.inputs if not isinstance(i, Scalar) for d in i.shape}
         missing = [d for d in self.output + self.reduces if d not in dims] + [
             i.high for i in self.inputs if isinstance(i, Index) and i.high not in dims

@@ -96,6 +96,57 @@ CATALOG = [
         why="the output row offset uses the padded BLOCK as the row length; rows land in the "
         "wrong place unless N equals BLOCK",
     ),
+    dict(
+        name="cat.padding_minus_1e9",
+        bug_class="mask",
+        function="_softmax_forward",
+        patches=[
+            ('other=float("-inf")).to(tl.float32)\n        m_acc', "other=-1e9).to(tl.float32)\n        m_acc"),
+            ('other=float("-inf")).to(tl.float32)\n        s_acc', "other=-1e9).to(tl.float32)\n        s_acc"),
+        ],
+        why="padding lanes read -1e9 as a stand-in for -inf (a habit from attention masks): "
+        "exp(-1e9 - m) is 0 on ordinary rows, but on a row masked with -1e9 the max is -1e9 "
+        "and each padding lane adds exp(0) = 1, so y = 1/(N + pad) instead of 1/N",
+    ),
+    dict(
+        name="cat.logsumexp_form",
+        bug_class="cancellation",
+        function="_softmax_forward",
+        old="y = tl.exp(x - m) / s",
+        new="y = tl.exp(x - (m + tl.log(s)))",
+        why="y = exp(x - logsumexp) with logsumexp = m + log(s) formed first: on a row of large "
+        "values (fp32 at -1e9 has an ulp of 64) m + log(s) rounds log(s) away, and a masked "
+        "row comes out as y = 1 everywhere instead of 1/N",
+    ),
+    dict(
+        name="cat.online_without_inf_guard",
+        bug_class="nonfinite",
+        function="_softmax_forward",
+        patches=[
+            ("""    m = tl.max(m_acc, axis=0)
+    s_acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < N, other=float("-inf")).to(tl.float32)
+        s_acc += tl.exp(x - m)
+    s = tl.sum(s_acc, axis=0)""", """    m = tl.max(m_acc, axis=0)
+    m_acc = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
+    s_acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        mask = cols < N
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m_acc, x)
+        s_new = s_acc * tl.exp(m_acc - m_new) + tl.exp(x - m_new)
+        s_acc = tl.where(mask, s_new, s_acc)
+        m_acc = tl.where(mask, m_new, m_acc)
+    s = tl.sum(s_acc * tl.exp(m_acc - m), axis=0)"""),
+        ],
+        why="an online (running max) sum per lane whose rescaling exp(m_old - m_new) is not "
+        "guarded for a lane that has seen only -inf so far: exp(-inf - (-inf)) = NaN, and a row "
+        "holding a -inf (a masked position) becomes NaN; padding lanes are masked out, so no "
+        "finite input shows it",
+    ),
     row_offset_int32(
         function="_softmax_forward",
         old="row = tl.program_id(0).to(tl.int64)",

@@ -4,13 +4,16 @@ Kernel signature: ``f(x[M, N]) -> y[M, N]``, y in x's dtype, differentiable in x
 forward, dx, plus the common ones.
 
 Error model (harness.compare.rounding): per element, twice the spread of the float64 softmax and
-its gradient when x and dy are rounded within the input dtype, plus eight fp32 roundings of the
-terms (oracles.softmax's magnitudes: exp(x - max) inherits a rounding of |x - max|, and
-dx = p (dy - sum p dy) cancels), plus the output's rounding. A
-logit x_j rounded by u * |x_j| moves p_j by about p_j * u * |x_j - sum_k p_k x_k|: large logits
-(100 + 10 N(0, 1)) get a proportionally larger allowance, and a kernel without the max
-subtraction still overflows to inf / inf = NaN there. Masked rows (-1e9, or -3e4 in fp16) and
-ties (repeated maxima) have the same model.
+its gradient when x - max (``shift_by_max``: the max is one of the row's values, so a kernel that
+subtracts it first computes x - max exactly near the max) and dy are rounded within the input
+dtype, plus eight fp32 roundings of the terms (oracles.softmax's magnitudes: exp(x - max)
+inherits a rounding of |x - max|, and dx = p (dy - sum p dy) cancels), plus the output's
+rounding. Large logits (100 + 10 N(0, 1)) get an allowance in proportion to |x - max|; a kernel
+without the max subtraction overflows to inf / inf = NaN there. A fully masked row (-1e9, or
+-3e4 in fp16) is a row of zeros after the shift and must come out uniform, 1/N: padding lanes
+read as -1e9 instead of -inf (1/(N + pad)) and y = exp(x - logsumexp) (log N rounded away at
+-1e9) fail there. Entries of -inf (``neg_inf``: masked positions, runs longer than a block)
+give exactly 0 and must not turn the row into NaN.
 """
 
 from harness.registry.declare import OpDecl, Tensor
@@ -26,6 +29,7 @@ register_op(OpDecl(
     reference=softmax_reference,
     terms=lambda x, dy: (softmax_forward_magnitudes(x), softmax_backward_magnitudes(x, dy)),
     reduces="N",
+    shift_by_max=("x",),
     value_kinds=values.ROW_KINDS + row_kinds.LOGITS,
     doc=__doc__,
 ))
