@@ -159,8 +159,28 @@ class DeclaredOp(OpSpec):
                     i += 1
         cases += self.plain_cases(shapes, kinds, cases, SEED_BASE + i)
         if backend == "cuda":
+            cases += self.widest_row_cases(shapes, kinds, cases, SEED_BASE + 2 * i)
             cases += self.index_width_cases()
         return cases
+
+    def widest_row_cases(self, shapes: list[dict[str, int]], kinds: tuple[str, ...], have: list[Case],
+                         seed: int) -> list[Case]:
+        """On a GPU, the widest rows (the largest floor size of each row-length dim, where
+        libraries take their multi-block paths) in every value kind, contiguous fp32: a hazard
+        that only a kind brings (a first block of only -inf, a peak in a later block) must meet
+        the path that only the widest rows reach, not by the rotation's luck. Liger-Kernel
+        0.8.5's cross-entropy past 32768 classes is such a path (README)."""
+        out = []
+        for dim in sorted(self.inner):
+            widest = max((sh for sh in shapes if sh[dim] > 1), key=lambda sh: sh[dim], default=None)
+            if widest is None:
+                continue
+            present = {c.get("values") for c in have if all(int(c[d]) == widest[d] for d in self.dims)}
+            for j, kind in enumerate(k for k in kinds if k not in present):
+                scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
+                ignored = "some" if self.ignorable is not None else None
+                out.append(self.case(widest, torch.float32, "contiguous", kind, scalars, ignored, seed + len(out)))
+        return out
 
     def plain_cases(self, shapes: list[dict[str, int]], kinds: tuple[str, ...], have: list[Case],
                     seed: int) -> list[Case]:

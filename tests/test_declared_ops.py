@@ -399,3 +399,18 @@ def test_neg_inf_rows_keep_a_finite_value_and_labels_avoid_masked_classes():
     case = next(c for c in spec("cross_entropy").floor_cases(backend="interpreter") if c["values"] == "neg_inf")
     inputs = spec("cross_entropy").make_inputs(case, "cpu")
     assert (inputs.args[0] == float("-inf")).any() and math.isfinite(float(spec("cross_entropy").oracle(inputs)["loss"]))
+
+
+@pytest.mark.parametrize("op", DECLARED)
+def test_the_widest_rows_meet_every_value_kind_on_a_gpu(op):
+    """Multi-block paths (Liger-Kernel's cross-entropy past 32768 classes) are reached only by
+    the GPU floor's widest rows: every value kind must meet them there, contiguous fp32 among
+    them, and the interpreter's floor is left as it was."""
+    s = spec(op)
+    cuda = s.floor_cases(backend="cuda")
+    for dim in s.inner:
+        widest = max(int(c[dim]) for c in cuda if c.get(layouts.WIDE) is None)
+        kinds = {c["values"] for c in cuda if int(c[dim]) == widest and c.get(layouts.WIDE) is None}
+        assert kinds == set(s.decl.value_kinds), (dim, widest, kinds)
+    assert not s.widest_row_cases([], s.decl.value_kinds, [], 0)  # no shape: nothing to add
+    assert all(int(c[d]) <= derive.MAX_INNER["interpreter"] for c in s.floor_cases(backend="interpreter") for d in s.inner)
