@@ -14,7 +14,11 @@ p_t ~ 1 rounds in fp32 while perturbing the logits barely moves the result), plu
 rounding. The loss of a confident row cancels logsumexp against the target logit; a logit
 rounded by u * |x| moves the loss by up to that much, so large logits (100 + 10 N(0, 1)) and
 masked rows (-1e9; -3e4 in fp16) get an allowance in proportion, and averaging over all rows
-instead of the valid ones is off by the ignored fraction.
+instead of the valid ones is off by the ignored fraction. Logits of -inf (``neg_inf``: masked
+classes, never a label) give p = 0 exactly and must not turn a row into NaN (an online
+logsumexp whose first block holds only -inf does). The plain rounding, not ``shift_by_max``: a
+kernel that forms m + log(s) before subtracting the target logit loses log(s) only on rows of
+-1e9, which no model's logits hold.
 """
 
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
