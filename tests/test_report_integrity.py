@@ -117,13 +117,36 @@ def test_a_rendering_failure_leaves_failing_reports_not_the_old_ones(tmp_path, m
 def test_held_signals_wait_until_the_report_set_is_written(tmp_path):
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signals are only delivered to the main thread, where the CLI runs")
-    with pytest.raises(KeyboardInterrupt):
-        with outdir.signals_held():
-            os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C while the reports are being written
-            time.sleep(0.05)
-            for name in manifest.DERIVED:
-                writer.write_text(tmp_path, name, "whole")
+    # Python's own Ctrl-C handler, whatever an earlier test or library in this worker left there
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with outdir.signals_held():
+                os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C while the reports are being written
+                time.sleep(0.05)
+                for name in manifest.DERIVED:
+                    writer.write_text(tmp_path, name, "whole")
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert all((tmp_path / n).read_text() == "whole" for n in manifest.DERIVED)
+
+
+def test_a_held_signal_reaches_the_handler_that_was_there_once_the_block_ends(tmp_path):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are only delivered to the main thread, where the CLI runs")
+    seen: list[tuple[int, bool]] = []
+    written = tmp_path / "summary.md"
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append((signum, written.exists())))
+    try:
+        with outdir.signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            assert seen == []  # held
+            writer.write_text(tmp_path, "summary.md", "whole")
+        time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert seen == [(signal.SIGTERM, True)]  # delivered once, after the file was written
 
 
 # --- the report directory: writable, locked, only the harness's files
