@@ -467,7 +467,9 @@ def off_masked(target: torch.Tensor, logits: torch.Tensor, ignore: int | None) -
     usable = ~flat
     if ignore is not None and 0 <= ignore < flat.shape[1]:
         usable[:, ignore] = False
-    hit = (rows != ignore) & (rows >= 0) & (rows < flat.shape[1])
+    hit = (rows >= 0) & (rows < flat.shape[1])  # an ignore_index outside [0, V) is never a class
+    if ignore is not None:
+        hit &= rows != ignore
     hit &= flat[torch.arange(rows.numel()), rows.clamp(0, flat.shape[1] - 1)]
     hit &= usable.any(1)
     first = usable.to(torch.int8).argmax(1)

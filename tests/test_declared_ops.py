@@ -359,7 +359,7 @@ def test_a_masked_row_must_come_out_uniform_under_the_max_shifted_rounding():
     assert bool(masked.any())
     expected = s.oracle(inputs)
     y = expected["forward"][masked]
-    assert torch.allclose(y, torch.full_like(y, 1 / 17), rtol=1e-15)
+    assert torch.allclose(y, torch.full_like(y, 1 / 17), rtol=1e-15)  # the float64 oracle itself: uniform to its own rounding
     assert (expected["forward_magnitude"][masked] < 64 * 2.0**-24 / 17).all()  # a few fp32 roundings
 
 
@@ -390,6 +390,8 @@ def test_neg_inf_rows_keep_a_finite_value_and_labels_avoid_masked_classes():
         if n > 2:
             assert (x[:, 0] == float("-inf")).any()  # leading runs
     x = row_kinds.draw("neg_inf", (64, 33), torch.float32, torch.Generator().manual_seed(0))
+    t = derive.classes((64,), 33, None, "none", torch.Generator().manual_seed(1))
+    assert torch.isfinite(x[torch.arange(64), derive.off_masked(t, x, None)]).all()  # an index without ignore_index
     for ignore in (-100, 0):
         t = derive.classes((64,), 33, ignore, "some", torch.Generator().manual_seed(1))
         moved = derive.off_masked(t, x, ignore)

@@ -135,8 +135,8 @@ def spread(
     total = [torch.zeros_like(b, dtype=torch.float64) for b in base]
     for i, t in enumerate(tensors):
         worst = [torch.zeros_like(b, dtype=torch.float64) for b in base]
+        center = centers[i] if centers is not None else None
         for _ in range(copies):
-            center = centers[i] if centers is not None else None
             outs = evaluate([perturb(s, u, gen, center) if j == i else s for j, s in enumerate(tensors)])
             for k, (out, b) in enumerate(zip(outs, base)):
                 d = (out.detach().to(torch.float64) - b.detach().to(torch.float64)).abs()
