@@ -18,13 +18,16 @@ REJECTIONS = (ValueError, TypeError, NotImplementedError)
 
 def values(
     actual: Any, expected64: torch.Tensor, dtype: torch.dtype, tol: Tolerance, magnitude: torch.Tensor | None = None,
-    nan_ok: torch.Tensor | None = None,
+    nan_ok: torch.Tensor | None = None, limit: torch.Tensor | None = None,
 ) -> Comparison:
     """allclose of ``actual`` against the oracle rounded to the output dtype (as a kernel must round);
-    ``nan_ok``: where a NaN is accepted too (harness.compare.allclose.compare)."""
+    ``nan_ok``: where a NaN is accepted too; ``limit``: the oracle's limit where it is NaN from an
+    infinite input, rounded the same way (harness.compare.allclose.compare, harness.compare.nonfinite)."""
     expected = expected64.to(dtype) if expected64.dtype != dtype else expected64
+    if limit is not None and limit.dtype != dtype:
+        limit = limit.to(dtype)
     return compare(actual, expected, atol=tol.atol, rtol=tol.rtol, magnitude=magnitude, terms_rtol=tol.terms_rtol,
-                   model=getattr(tol, "model", "table"), in_dtype=dtype, nan_ok=nan_ok)
+                   model=getattr(tol, "model", "table"), in_dtype=dtype, nan_ok=nan_ok, limit=limit)
 
 
 class Snapshot:

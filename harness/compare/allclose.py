@@ -65,20 +65,24 @@ def compare(
     model: str = "table",
     in_dtype: torch.dtype | None = None,
     nan_ok: torch.Tensor | None = None,
+    limit: torch.Tensor | None = None,
 ) -> Comparison:
     """allclose with diagnostics. ``expected`` should already be rounded to the output dtype;
     ``in_dtype`` (default: expected's) is the dtype whose rounding the failure message counts in;
     ``nan_ok`` (bool, expected's shape): elements where a NaN is accepted besides the expected
-    value (an ignored row's exact gradient is 0, torch's formula gives 0 * NaN there)."""
+    value (an ignored row's exact gradient is 0, torch's formula gives 0 * NaN there);
+    ``limit`` (expected's shape, NaN where unused, rounded like ``expected``): where the oracle is
+    NaN because an input is infinite, the mathematical limit, accepted besides NaN
+    (harness.compare.nonfinite)."""
     try:
         return _compare(actual, expected, atol=atol, rtol=rtol, magnitude=magnitude, terms_rtol=terms_rtol,
-                        model=model, in_dtype=in_dtype or expected.dtype, nan_ok=nan_ok)
+                        model=model, in_dtype=in_dtype or expected.dtype, nan_ok=nan_ok, limit=limit)
     except Exception as exc:  # a record, never an exception: a broken output is a failed check
         return Comparison(False, atol, rtol, message=f"comparison failed: {type(exc).__name__}: {exc}")
 
 
 def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rtol: float, model: str,
-             in_dtype: torch.dtype, nan_ok=None) -> Comparison:
+             in_dtype: torch.dtype, nan_ok=None, limit=None) -> Comparison:
     if not isinstance(actual, torch.Tensor):
         return Comparison(False, atol, rtol, message=f"expected a tensor, got {type(actual).__name__}")
     if tuple(actual.shape) != tuple(expected.shape):
@@ -89,6 +93,9 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
     # (elementwise IEEE arithmetic, max and counts give the same numbers on either)
     e = expected.detach().to(torch.float64)
     a = actual.detach().to(e.device, torch.float64)
+    if limit is not None:  # NaN in the oracle from an infinite input: NaN, or the limit (nonfinite.py)
+        lim = limit.detach().to(e.device, torch.float64).expand_as(e)
+        e = torch.where(torch.isnan(e) & ~torch.isnan(lim) & ~torch.isnan(a), lim, e)
     numel = e.numel()
     if numel == 0:
         return Comparison(True, atol, rtol, 0.0, 0.0, 0.0, 0, 0, None, 0, "empty tensors")

@@ -51,6 +51,9 @@ class CaseRecord:
     waived: str | None = None
     # verify --baseline, on value checks: {identical, max_ulps, share_base, share_head} (harness.baseline)
     baseline: dict | None = None
+    # a failure made of value comparisons only: its worst error in roundings of the terms
+    # (harness.compare.allclose); what tells a precision choice from a logic error
+    rounding_units: float | None = None
 
     def __post_init__(self) -> None:
         self.phase = Phase(self.phase)

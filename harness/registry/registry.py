@@ -37,6 +37,10 @@ class Contract:
     ``DECLARED_ULPS`` roundings of the input dtype on the terms each formula sums or cancels
     (harness.compare.tolerances.declared_precision), and every such record says so; the
     default ``"float32"`` holds the kernel to the op's error model for fp32 intermediates.
+    ``precision=(DTYPE, N)`` declares N roundings of DTYPE ("float32", "float16", "bfloat16",
+    or "input" for both of those) on the terms of the cases whose input dtype it is, e.g.
+    ``("float32", 64)`` for an fp32 softmax computed as exp(x - logsumexp(x)); each record it
+    widens says so.
     ``rule``: a function of the kernel's arguments that returns why they fall outside the
     contract (a string), or None inside it, for limits the fields above cannot say (``V >= 2``).
     """
@@ -46,7 +50,7 @@ class Contract:
     contiguous: bool = False
     deterministic: bool = True
     waive: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
-    precision: str = "float32"
+    precision: str | tuple[str, float] = "float32"
     # repr=False: a function's repr holds its address, which would change every key of the
     # incremental store; the rule's source is in the key through the module that defines it
     rule: Callable[..., str | None] | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -71,9 +75,7 @@ class Contract:
                 "write e.g. waive={'all_ignored': 'returns 0 by design'}"
             )
         object.__setattr__(self, "waive", dict(waive))
-        if self.precision not in PRECISIONS:
-            raise RegistryError(f"Contract(precision=...) is one of {', '.join(map(repr, PRECISIONS))}, got {self.precision!r}: "
-                                "'input' declares intermediates rounded to the fp16/bf16 input dtype by design")
+        object.__setattr__(self, "precision", _precision(self.precision))
         if self.rule is not None and not callable(self.rule):
             raise RegistryError(f"Contract(rule=...) takes a function of the kernel's arguments returning why they are "
                                 f"outside the contract (a string) or None, got {self.rule!r}")
@@ -141,6 +143,23 @@ class Contract:
 
 
 PRECISIONS = ("float32", "input")
+
+
+def _precision(value) -> str | tuple[str, float]:
+    """A checked ``Contract(precision=...)``: one of PRECISIONS, or (dtype name, roundings)."""
+    from harness.compare.tolerances import MAX_DECLARED_ROUNDINGS, PRECISION_DTYPES
+
+    if isinstance(value, str) and value in PRECISIONS:
+        return value
+    if isinstance(value, (tuple, list)) and len(value) == 2 and value[0] in PRECISION_DTYPES \
+            and isinstance(value[1], (int, float)) and not isinstance(value[1], bool) \
+            and 0 < value[1] <= MAX_DECLARED_ROUNDINGS:
+        return (str(value[0]), float(value[1]))
+    raise RegistryError(
+        f"Contract(precision=...) is {' or '.join(map(repr, PRECISIONS))}, or (dtype, roundings) with dtype one of "
+        f"{', '.join(map(repr, PRECISION_DTYPES))} and 0 < roundings <= {MAX_DECLARED_ROUNDINGS:g}; got {value!r}. "
+        "'input' declares intermediates rounded to the fp16/bf16 input dtype by design; ('float32', 64) allows an fp32 "
+        "kernel 64 fp32 roundings of the terms (exp(x - logsumexp(x)), say)")
 
 
 def _rule_name(rule: Callable[..., Any]) -> str:

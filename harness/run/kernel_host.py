@@ -233,34 +233,57 @@ class Session:
 
     def changed_input(self, args: tuple, values: tuple, grad_wrt: tuple[int, ...],
                       upstream: torch.Tensor | None) -> Reply:
-        """Call C: a forward on copies of ``args``; the copies then changed in place to ``values`` (a caller's in-place update of an activation or a weight between forward and
-        backward); C's backward. Value: None where torch refused that backward (an input kept with
-        ctx.save_for_backward was changed: its version counter), else C's gradients."""
+        """Call C: a forward on copies of ``args``; the copies then changed in place to ``values`` (a
+        caller's in-place update of an activation or a weight between forward and backward); C's
+        backward. Value: C's gradients, or a :class:`Refusal` where the backward raised because of
+        that in-place step.
+
+        torch refuses such a backward in several forms (the version counter of a tensor kept with
+        ctx.save_for_backward; "a view was created in no_grad mode and its base ... has been modified
+        inplace" for a view saved in an autograd.Function's forward; others to come), so the
+        refusal is told by what caused it, not by its message: a control call D writes the copies'
+        own values back in place (the same version bump, no change of value) before its backward.
+        If D's backward raises too, the in-place write itself is refused: the kernel is safe. If D's
+        backward succeeds, the kernel raised on the changed values: that is the kernel's error."""
         device = _device(args)
+        first = self._changed_call(args, values, grad_wrt, upstream, device)
+        if first.value is not _RAISED or first.error.oob is not None:
+            return first
+        control = self._changed_call(args, None, grad_wrt, upstream, device)
+        kernel_s, compile_s = first.kernel_s + control.kernel_s, first.compile_s + control.compile_s
+        if control.value is _RAISED and control.error.oob is None:  # refused for the in-place write itself: torch's refusal
+            return Reply(Refusal(first.error.describe()), None, kernel_s, compile_s)
+        return Reply(None, first.error, kernel_s, compile_s)
+
+    def _changed_call(self, args: tuple, values: tuple | None, grad_wrt: tuple[int, ...],
+                      upstream: torch.Tensor | None, device) -> Reply:
+        """A forward on copies of ``args``, an in-place write of ``values`` into them (None: the
+        copies' own values, which only bumps their version counters), the backward. A backward
+        that raised comes back as ``value = _RAISED`` with its error; a forward that raised as is."""
         leaves = _copies(args, grad_wrt)
         fwd = self._timed(lambda: self.fn(*leaves), device)
         if fwd.error is not None:
             return fwd
         out = fwd.value
         with torch.no_grad():
-            for a, v in zip(leaves, values):
+            for a, v in zip(leaves, values if values is not None else [a.clone() if isinstance(a, torch.Tensor)
+                                                                       else a for a in leaves]):
                 if isinstance(a, torch.Tensor):
                     a.copy_(v)
-
-        def call():
-            try:
-                return _gradients(out, leaves, grad_wrt, upstream)
-            except RuntimeError as exc:
-                if INPLACE_REFUSAL in str(exc):
-                    return None
-                raise
-
-        bwd = self._timed(call, device)
-        return Reply(bwd.value, bwd.error, fwd.kernel_s + bwd.kernel_s, fwd.compile_s + bwd.compile_s)
+        bwd = self._timed(lambda: _gradients(out, leaves, grad_wrt, upstream), device)
+        value = _RAISED if bwd.error is not None else bwd.value
+        return Reply(value, bwd.error, fwd.kernel_s + bwd.kernel_s, fwd.compile_s + bwd.compile_s)
 
 
-# torch's refusal to differentiate through a saved tensor changed in place (autograd's version counter)
-INPLACE_REFUSAL = "modified by an inplace operation"
+_RAISED = object()  # a backward that raised (harness-internal: never leaves this process)
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """torch (or the kernel's autograd code) refused a backward because an input it keeps was
+    changed in place after the forward: the safe answer to that change. ``message``: what it said."""
+
+    message: str
 
 
 def _copies(args: tuple, grad_wrt: tuple[int, ...]) -> list:

@@ -29,7 +29,7 @@ from typing import Any
 
 from harness.exits import describe_exit
 
-from harness.run.kernel_host import KernelEnd, KernelError, KernelLost, NotATensor, Reply
+from harness.run.kernel_host import KernelEnd, KernelError, KernelLost, NotATensor, Refusal, Reply
 from harness.settings import Settings
 
 _ALLOWED = {
@@ -253,6 +253,8 @@ def _own(value: Any) -> Any:
         return value.clone()
     if isinstance(value, dict) and value.get("not_a_tensor"):
         return NotATensor(str(value.get("type_name")), str(value.get("text")))
+    if isinstance(value, dict) and value.get("refusal"):
+        return Refusal(str(value.get("message")))
     if isinstance(value, (tuple, list)):
         return tuple(_own(v) for v in value)
     return None if not isinstance(value, (int, float, str)) else value

@@ -72,10 +72,12 @@ def _rule(entry, args: tuple) -> dict:
 
 def _plain(value: Any) -> Any:
     """Replies hold tensors and plain data only (the judge's unpickler refuses anything else)."""
-    from harness.run.kernel_host import NotATensor
+    from harness.run.kernel_host import NotATensor, Refusal
 
     if isinstance(value, NotATensor):
         return {"not_a_tensor": True, "type_name": value.type_name, "text": value.text}
+    if isinstance(value, Refusal):
+        return {"refusal": True, "message": value.message}
     if isinstance(value, (tuple, list)):
         return tuple(_plain(v) for v in value)
     return value

@@ -15,17 +15,19 @@ case then gets a failed ``crash`` or ``timeout`` record naming how it ended.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Callable
 
 import torch
 
 from harness.cases.case import Case, repro_command
-from harness.compare import tolerances
+from harness.compare import nonfinite, tolerances
+from harness.record import waivers
 from harness.record.case_record import CaseRecord, Phase
 from harness.registry.opspec import Meta, OpInputs, OpSpec
 from harness.registry.registry import KernelEntry
-from harness.run.kernel_host import InProcessHost, KernelError, KernelLost, NotATensor, Reply
+from harness.run.kernel_host import InProcessHost, KernelError, KernelLost, NotATensor, Refusal, Reply
 from properties import checks, layouts
 
 NONDETERMINISTIC = "Contract(deterministic=False)"
@@ -57,8 +59,14 @@ class CaseRun:
             phase=phase,
         )
 
-    def add(self, check: str, passed: bool, message: str, comparison=None) -> CaseRecord:
-        fields = dict(self._common, check=check, passed=bool(passed), message=message)
+    def add(self, check: str, passed: bool, message: str, comparison=None, *,
+            rounding_units: float | None = None) -> CaseRecord:
+        """One check's record; a waived failure is marked at once (harness.record.waivers), so every
+        gate of the case (repeat, the refilled calls) sees the kernel's declared verdict.
+        ``rounding_units``: the worst error in roundings of the terms, for a failure made of value
+        comparisons only (harness.compare.allclose); it sets the failure's class."""
+        fields = dict(self._common, check=check, passed=bool(passed), message=message,
+                      rounding_units=None if passed else rounding_units)
         if comparison is not None:
             fields.update(
                 max_abs_err=comparison.max_abs_err,
@@ -69,8 +77,10 @@ class CaseRun:
                 worst_index=comparison.worst_index,
                 err_ratio=comparison.err_ratio,
                 numel=comparison.numel,
+                rounding_units=None if comparison.passed else comparison.rounding_units,
             )
         rec = CaseRecord(**fields)
+        waivers.apply([rec], self.entry.contract.waive)
         self.records.append(rec)
         return rec
 
@@ -152,9 +162,7 @@ class _Steps:
         if backward is None:
             return
         grads, grad_error = backward
-        self.phases.enter("oracle")
-        expected = self.spec.oracle(self.reference)
-        self.phases.enter("checks")
+        expected = self.oracle(self.reference)
         metas = self.metas(out, grads)
         self.output_meta(metas, grad_error)
         self.values(metas, expected, grad_error)
@@ -217,14 +225,24 @@ class _Steps:
             meta_msgs.append(msg)
         self.run.add("output_meta", meta_ok, "; ".join(meta_msgs))
 
+    def oracle(self, reference: OpInputs) -> dict:
+        """The float64 oracle's values, with their limits where an infinite input makes them NaN
+        (harness.compare.nonfinite)."""
+        self.phases.enter("oracle")
+        expected = nonfinite.add_limits(self.spec.oracle(reference), reference, self.spec.oracle)
+        self.phases.enter("checks")
+        return expected
+
     def compare(self, name: str, actual, meta: Meta, expected: dict):
         check = self.spec.check_name(name, self.case)
         tol = self.spec.tolerance(check, self.case, meta.dtype)
         magnitude = expected.get(f"{name}_magnitude")
-        if self.entry.contract.precision == "input":
+        roundings = tolerances.declared_roundings(self.entry.contract.precision, self.inputs.dtype)
+        if roundings:
             tol, magnitude = tolerances.declared_precision(tol, magnitude, expected.get(f"{name}_terms"), expected[name],
-                                                           self.inputs.dtype)
-        return check, checks.values(actual, expected[name], meta.dtype, tol, magnitude, expected.get(f"{name}_nan_ok"))
+                                                           self.inputs.dtype, roundings, self.entry.contract.precision)
+        return check, checks.values(actual, expected[name], meta.dtype, tol, magnitude, expected.get(f"{name}_nan_ok"),
+                                    expected.get(f"{name}_limit"))
 
     def values(self, metas, expected: dict, grad_error: str | None) -> None:
         for name, actual, meta in metas:
@@ -234,6 +252,30 @@ class _Steps:
                 continue
             check, cmp = self.compare(name, actual, meta, expected)
             self.run.add(check, cmp.passed, cmp.message, cmp)
+
+    def compare_all(self, metas, expected: dict, said: str, *, meta_first: bool = True) -> "_Verdicts":
+        """Compare each output of a later call with its oracle (the refilled calls, a second run):
+        what went wrong, and the worst error in roundings of the terms where every problem is a
+        value comparison (None where one is not: a missing output, a wrong shape)."""
+        wrong, units = [], []
+        meta_first = meta_first and "output_meta" not in self.entry.contract.waive  # its waiver holds here too
+        for name, actual, meta in metas:
+            if meta_first:
+                ok, problem = checks.output_meta(name, actual, meta, self.dev)
+            else:
+                ok = isinstance(actual, torch.Tensor)
+                problem = "" if ok else f"{name}: {said} returned {type(actual).__name__}"
+            if ok:
+                check, cmp = self.compare(name, actual, meta, expected)
+                ok, problem = cmp.passed, f"{check}: {cmp.message}"
+                if not ok:
+                    units.append(cmp.rounding_units)
+            else:
+                units.append(None)
+            if not ok:
+                wrong.append(problem)
+        worst = None if not units or any(u is None for u in units) else max(units)
+        return _Verdicts(wrong, worst)
 
     def repeat(self, metas, expected: dict, grads: tuple) -> None:
         grad_wrt = self.inputs.grad_wrt if grads else ()
@@ -287,24 +329,25 @@ class _Steps:
                 self.run.add("fresh_inputs", False, f"{said}: the kernel raised {reply.error.describe()}")
             return
         inference, out_a, grads_a, out_b, grads_b, changed = reply.value
-        self.phases.enter("oracle")
-        expected_b = self.spec.oracle(reference)
-        self.phases.enter("checks")
+        expected_b = self.oracle(reference)
         metas_b = self.metas(out_b, grads_b)
         if only is not None:  # the forward and the one gradient B asked for
             arg = self.reference.args[grad_wrt[only]]
             metas_b = [metas_b[0], (self.spec.grad_checks[only], grads_b[0] if grads_b else None,
                                     Meta(tuple(arg.shape), arg.dtype))]
-        self.run.add("no_grad", *self._refilled([(self.fwd_name, inference, metas_b[0][2])], expected_b,
-                                                f"{said}: B under torch.no_grad"))
-        ok_a, msg_a = self._refilled(self.metas(out_a, grads_a), expected, "A")
-        ok_b, msg_b = self._refilled(metas_b, expected_b, "B")
+        ok, msg, units = self._refilled([(self.fwd_name, inference, metas_b[0][2])], expected_b,
+                                        f"{said}: B under torch.no_grad")
+        self.run.add("no_grad", ok, msg, rounding_units=units)
+        ok_a, msg_a, units_a = self._refilled(self.metas(out_a, grads_a), expected, "A")
+        ok_b, msg_b, units_b = self._refilled(metas_b, expected_b, "B")
         ok, msg = ok_a and ok_b, f"{said}: {msg_a}; {msg_b}"
+        failed_units = [u for o, u in ((ok_a, units_a), (ok_b, units_b)) if not o]
+        units = None if not failed_units or None in failed_units else max(failed_units)
         if changed:
-            ok, msg = False, (f"{said}: the output the kernel returned for the case's own call changed (the kernel "
-                              f"returns a buffer it writes again on a later call; each output must be a tensor of its "
-                              f"own). {msg}")
-        self.run.add("fresh_inputs", ok, msg if ok else f"{msg} ({STATE_HINT})")
+            ok, units, msg = False, None, (f"{said}: the output the kernel returned for the case's own call changed (the "
+                                           f"kernel returns a buffer it writes again on a later call; each output must "
+                                           f"be a tensor of its own). {msg}")
+        self.run.add("fresh_inputs", ok, msg if ok else f"{msg} ({STATE_HINT})", rounding_units=units)
         if ok and grad_wrt:
             self.changed_input(new, grad_wrt, expected)
 
@@ -321,42 +364,40 @@ class _Steps:
             if not _out_of_bounds(self.run, reply.error):
                 self.run.add("changed_input", False, f"{said}: the kernel raised {reply.error.describe()}")
             return
-        if reply.value is None:
-            self.run.add("changed_input", True, f"{said}: torch refused the backward (the inputs are kept with "
-                                                "ctx.save_for_backward, whose version check sees the change)")
+        if isinstance(reply.value, Refusal):
+            self.run.add("changed_input", True, f"{said}: the backward refused the changed input (the same refusal "
+                                                f"follows an in-place write of unchanged values): {reply.value.message}")
             return
-        ok, msg = self._refilled(self.metas(None, reply.value)[1:], expected, "the gradients")
+        ok, msg, units = self._refilled(self.metas(None, reply.value)[1:], expected, "the gradients")
         hint = ("the backward read an input after the caller changed it: keep what the backward needs with "
                 "ctx.save_for_backward (torch then refuses a changed input) or keep a copy")
-        self.run.add("changed_input", ok, f"{said}: {msg}" + ("" if ok else f" ({hint})"))
+        self.run.add("changed_input", ok, f"{said}: {msg}" + ("" if ok else f" ({hint})"), rounding_units=units)
 
-    def _refilled(self, metas, expected: dict, said: str) -> tuple[bool, str]:
-        wrong = []
-        for name, actual, meta in metas:
-            ok, problem = checks.output_meta(name, actual, meta, self.dev)
-            if ok:
-                check, cmp = self.compare(name, actual, meta, expected)
-                ok, problem = cmp.passed, f"{check}: {cmp.message}"
-            if not ok:
-                wrong.append(problem)
-        return (False, f"{said} wrong: " + "; ".join(wrong)) if wrong else (True, f"{said} within tolerance")
+    def _refilled(self, metas, expected: dict, said: str) -> tuple[bool, str, float | None]:
+        found = self.compare_all(metas, expected, said)
+        if found.wrong:
+            return False, f"{said} wrong: " + "; ".join(found.wrong), found.units
+        return True, f"{said} within tolerance", None
 
     def second_run_values(self, metas, second: list, expected: dict, differ: str) -> None:
         """A kernel declared nondeterministic may differ between runs, never from the oracle."""
-        wrong = []
-        for (name, _, meta), actual in zip(metas, second):
-            if not isinstance(actual, torch.Tensor):
-                wrong.append(f"{name}: the second run returned {type(actual).__name__}")
-                continue
-            check, cmp = self.compare(name, actual, meta, expected)
-            if not cmp.passed:
-                wrong.append(f"{check}: {cmp.message}")
-        if wrong:
+        found = self.compare_all([(name, actual, meta) for (name, _, meta), actual in zip(metas, second)], expected,
+                                 "the second run", meta_first=False)
+        if found.wrong:
             self.run.add("repeatable", False, f"the second run is wrong (two runs may differ bitwise under "
-                                              f"{NONDETERMINISTIC}, but each must match the oracle): " + "; ".join(wrong))
+                                              f"{NONDETERMINISTIC}, but each must match the oracle): " + "; ".join(found.wrong),
+                         rounding_units=found.units)
         else:
             self.run.add("repeatable", True, f"{differ} (allowed by {NONDETERMINISTIC}; the second run's values are "
                                              "within tolerance)")
+
+
+@dataclasses.dataclass
+class _Verdicts:
+    """What a comparison of several outputs found: the problems, the worst error in roundings."""
+
+    wrong: list[str]
+    units: float | None
 
 
 def new_seed(case: Case) -> int:

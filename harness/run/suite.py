@@ -109,7 +109,6 @@ def run_suite(
             # out of the except block, so the traceback's frames no longer hold the case's tensors
             release()
             give_back_memory()
-        waivers.apply(run.records, entry.contract.waive)  # before any verdict is drawn from them
         if progress:
             progress(run)
         if run.lost is not None and run.lost.fatal:
