@@ -7,6 +7,8 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from reports import verify_report
+
 MAX_FAILURES_SHOWN = 12
 
 
@@ -33,9 +35,9 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
         failed_checks = ", ".join(
             f"{name} ({c['failed']})" for name, c in k["checks"].items() if c["failed"]
         ) or "-"
-        verdict = "[green]PASS[/]" if k["passed"] else f"[red]FAIL[/] ({k['status']})" if k["status"] != "ok" else "[red]FAIL[/]"
-        if k.get("verdict") == "not verified":
-            verdict = "[yellow]NOT VERIFIED[/]"
+        label = verify_report.verdict_label(k)
+        colour = "green" if k["passed"] else "yellow" if k.get("verdict") == "not verified" else "red"
+        verdict = f"[{colour}]{label}[/]"
         if k.get("reused"):  # the saved verdict of an unchanged kernel (harness.incremental)
             verdict += f" reused ({k['reused'].get('saved_at')})"
         table.add_row(k["op"], k["name"], verdict, str(k["cases"]), str(k["failed"]), failed_checks, _fmt(k["worst_err_ratio"]))

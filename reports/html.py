@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
-from reports import drift, library_tests, plot_cache, plots, timing
+from reports import drift, library_tests, plot_cache, plots, timing, verify_report
 
 __all__ = ["render", "FILTERS", "FAILURES_PER_GROUP"]
 
@@ -57,7 +57,7 @@ def _kernel_rows(verify: dict) -> list[dict]:
         checks = k.get("checks") or {}
         rows.append({
             **k,
-            "verdict": "PASS" if k.get("passed") else ("NOT VERIFIED" if k.get("verdict") == "not verified" else "FAIL"),
+            "verdict": verify_report.verdict_label(k),
             "check_list": [{"name": n, "passed": c.get("passed", 0), "failed": c.get("failed", 0), "waived": c.get("waived", 0),
                             "reason": (k.get("waivers") or {}).get(n), "stale": n in (k.get("stale_waivers") or [])}
                            for n, c in checks.items()],

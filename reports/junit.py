@@ -71,6 +71,9 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
     for k in verify.get("kernels", []):
         op, name = k.get("op"), k.get("name")
         suite = _suite(root, f"verify.{op}.{name}", verify, verify.get("created"))
+        _element(suite.find("properties"), "property", name="verdict", value=verify_report.verdict_label(k))
+        if k.get("failure_class"):
+            _element(suite.find("properties"), "property", name="failure_class", value=k["failure_class"])
         checks = by_kernel_check.get((op, name), {})
         for check in sorted(set(checks) | set(k.get("checks") or {})):
             records = checks.get(check, [])
@@ -87,6 +90,8 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
             if failed:
                 worst = verify_report.worst_ratio(r.get("err_ratio") for r in failed) or 0.0
                 message = f"{len(failed)} of {len(records)} cases failed {check}"
+                if k.get("failure_class") == "precision":
+                    message = f"fail (precision): {message}"
                 if worst:
                     message += f"; worst error {worst:.3g}x allowed"
                 message += f"; first: {failed[0].get('case_id')}"

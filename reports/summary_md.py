@@ -6,7 +6,7 @@ their repro commands. Kept short: the full picture is index.html in the uploaded
 
 from __future__ import annotations
 
-from reports import drift, library_tests, timing
+from reports import drift, library_tests, timing, verify_report
 
 __all__ = ["render", "MAX_FAILURES", "MAX_SURVIVORS"]
 
@@ -40,7 +40,7 @@ def _verify_lines(verify: dict) -> list[str]:
     ]
     for k in verify.get("kernels", []):
         failed_checks = ", ".join(f"{n} ({c.get('failed')})" for n, c in (k.get("checks") or {}).items() if c.get("failed")) or "-"
-        verdict = "PASS" if k.get("passed") else "FAIL" + (f" ({k['status']})" if k.get("status") not in (None, "ok") else "")
+        verdict = verify_report.verdict_label(k)
         if k.get("verdict") == "not verified":
             verdict = f"NOT VERIFIED ({k.get('unverified_reason') or 'no value compared'})"
         if k.get("reused"):  # the saved verdict of an unchanged kernel, not a run of this gate

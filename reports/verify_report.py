@@ -15,6 +15,12 @@ Waivers (a kernel's declared deviations): a waived record has ``passed: true`` a
 reason; it counts as neither passed nor failed. A kernel summary has ``waived`` (waived check
 records), ``waivers`` ({check: reason}, as declared) and ``stale_waivers`` (declared checks that ran
 and never failed: the waiver can go).
+Failure class: a failed kernel has ``failure_class`` "precision" when every failed check record is a
+value comparison whose worst error is within ``PRECISION_BOUND`` roundings of its terms
+(``rounding_units``: another rounding order, an intermediate in a narrower type, exp(x - lse) in
+fp32), else "error" (beyond what rounding explains, non-finite, a crash, a wrong shape, a write
+into an input). The label every report shows is :func:`verdict_label`: "FAIL (precision)" for the
+first; a precision choice is declared with ``Contract(precision=...)``, never assumed.
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from typing import Iterable
+
+# worst error, in roundings of the terms, that a precision choice explains (harness.compare.allclose
+# says the same in each failure's message; a value here so that reports need not import the engine)
+PRECISION_BOUND = 8.0
 
 
 def worst_ratio(ratios: Iterable[float | None]) -> float | None:
@@ -44,6 +54,28 @@ def _unverified(records: list[dict], value_checks) -> str:
     if not compared:
         return "no output was compared with the oracle"
     return ""
+
+
+def failure_class(records: list[dict], status: str = "ok") -> str | None:
+    """"precision" | "error" for a failed kernel's records (None: nothing failed)."""
+    failed = [r for r in records if not r["passed"]]
+    if not failed and status == "ok":
+        return None
+    precision = status == "ok" and all(
+        r.get("rounding_units") is not None and math.isfinite(r["rounding_units"]) and r["rounding_units"] <= PRECISION_BOUND
+        for r in failed)
+    return "precision" if precision else "error"
+
+
+def verdict_label(kernel: dict) -> str:
+    """What every report shows for a kernel: PASS, FAIL, FAIL (precision), FAIL (<status>), NOT VERIFIED."""
+    if kernel.get("verdict") == "not verified":
+        return "NOT VERIFIED"
+    if kernel.get("passed"):
+        return "PASS"
+    if kernel.get("status") not in (None, "ok"):
+        return f"FAIL ({kernel['status']})"
+    return "FAIL (precision)" if kernel.get("failure_class") == "precision" else "FAIL"
 
 
 def verdict(record: dict) -> str:
@@ -88,6 +120,7 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
         "name": name,
         "passed": kernel_verdict == "pass",
         "verdict": kernel_verdict,
+        "failure_class": failure_class(records, status) if kernel_verdict == "fail" else None,
         "unverified_reason": unverified or None,
         "value_comparisons": sum(1 for r in records if r.get("max_abs_err") is not None),
         "value_checks": list(value_checks) if value_checks is not None else None,

@@ -48,6 +48,7 @@ class Comparison:
     nonfinite_mismatched: int = 0
     message: str = ""
     rounding_units: float | None = None  # worst error in units of the dtype's rounding of the terms
+    declared: str | None = None  # a kernel's Contract(precision=...) that widened this comparison, and by how much
 
 
 def _fmt(v: float) -> str:
@@ -213,6 +214,9 @@ def _units_line(units: float, model: str, dtype: torch.dtype) -> str:
     if units <= 8 and dtype in (torch.float16, torch.bfloat16):
         verdict += (f" (a kernel that rounds its intermediates to {name} by design declares it: "
                     "Contract(precision='input'))")
+    elif units <= 8 and dtype == torch.float32:
+        verdict += (" (a kernel whose fp32 formula loses more by design, e.g. exp(x - logsumexp(x)), declares "
+                    "its bound: Contract(precision=('float32', roundings)))")
     return f"Error = {units:.3g} x {what}: {verdict}"
 
 

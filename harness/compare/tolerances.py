@@ -65,39 +65,46 @@ def for_dtype(dtype: torch.dtype) -> Tolerance:
 # faithfully passes and a precision loss beyond it still fails.
 DECLARED_ULPS = 8.0
 LOW_PRECISION = (torch.float16, torch.bfloat16)
-# Contract(precision=(DTYPE, N)): N roundings of DTYPE on the terms for cases whose input dtype is
-# DTYPE ("input": fp16 and bf16), e.g. ("float32", 64) for an fp32 softmax computed as
-# exp(x - logsumexp(x)), whose exp inherits a rounding of |x| rather than of |x - max|
-PRECISION_DTYPES = {"float32": (torch.float32,), "float16": (torch.float16,), "bfloat16": (torch.bfloat16,),
-                    "input": LOW_PRECISION}
+# Contract(precision=(DTYPE, N)): N roundings of DTYPE on the terms, on every case: a kernel whose
+# DTYPE arithmetic loses more than the op's model by design, e.g. ("float32", 64) for an fp32
+# softmax computed as exp(x - logsumexp(x)), whose exp inherits a rounding of |x| rather than of
+# |x - max|. "input": 8 roundings of the input dtype where that is fp16 or bf16 (intermediates
+# rounded to the input dtype).
+PRECISION_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 MAX_DECLARED_ROUNDINGS = 4096.0  # beyond that a declaration waives the check rather than bounds it
 
 
-def declared_roundings(precision, in_dtype: torch.dtype) -> float:
-    """How many roundings of ``in_dtype`` a kernel's ``Contract(precision=...)`` adds on cases of
-    that input dtype (0: none, the op's error model alone)."""
+def declared_roundings(precision, in_dtype: torch.dtype) -> tuple[float, torch.dtype]:
+    """How many roundings, and of which dtype, a kernel's ``Contract(precision=...)`` adds on cases
+    of input dtype ``in_dtype`` ((0, in_dtype): none, the op's error model alone)."""
     if precision == "float32" or precision is None:
-        return 0.0
+        return 0.0, in_dtype
     if precision == "input":
-        return DECLARED_ULPS if in_dtype in LOW_PRECISION else 0.0
+        return (DECLARED_ULPS if in_dtype in LOW_PRECISION else 0.0), in_dtype
     name, count = precision
-    return float(count) if in_dtype in PRECISION_DTYPES[name] else 0.0
+    return float(count), PRECISION_DTYPES[name]
+
+
+def declaration(precision, roundings: float, dtype: torch.dtype) -> str:
+    """What a ``Contract(precision=...)`` adds, as recorded on each value check it widens."""
+    return f"Contract(precision={precision!r}): + {roundings:g} {str(dtype).removeprefix('torch.')} roundings of the terms"
 
 
 def declared_precision(tol: Tolerance, magnitude: torch.Tensor | None, terms: torch.Tensor | None,
                        expected: torch.Tensor, in_dtype: torch.dtype, roundings: float | None = None,
-                       precision="input") -> tuple[Tolerance, torch.Tensor | None]:
+                       precision="input", dtype: torch.dtype | None = None) -> tuple[Tolerance, torch.Tensor | None]:
     """The tolerance and magnitude of one value check of a kernel whose ``Contract(precision=...)``
-    adds ``roundings`` roundings of the input dtype on the terms (``terms``, else the table
-    model's magnitude, else |expected|) to what the op's error model allows; ``tol.why`` says so,
-    and with it every record the declaration widens. ``roundings`` None: what ``precision`` declares."""
+    adds ``roundings`` roundings of ``dtype`` (default: the input dtype) on the terms (``terms``,
+    else the table model's magnitude, else |expected|) to what the op's error model allows;
+    ``tol.why`` says so, and with it every record the declaration widens. ``roundings`` None: what
+    ``precision`` declares."""
     if roundings is None:
-        roundings = declared_roundings(precision, in_dtype)
+        roundings, dtype = declared_roundings(precision, in_dtype)
+    dtype = dtype or in_dtype
     if roundings <= 0:
         return tol, magnitude
-    extra = roundings * UNIT_ROUNDOFF[in_dtype]
-    name = str(in_dtype).removeprefix("torch.")
-    why = f"{tol.why}; Contract(precision={precision!r}): + {roundings:g} {name} roundings of the terms"
+    extra = roundings * UNIT_ROUNDOFF[dtype]
+    why = f"{tol.why}; {declaration(precision, roundings, dtype)}"
     if tol.model == "rounding":  # the magnitude is an allowance added as is (terms_rtol = 1)
         size = (terms if terms is not None else expected).detach().to(torch.float64).abs()
         size = torch.where(torch.isfinite(size), size, torch.zeros_like(size))

@@ -54,6 +54,8 @@ class CaseRecord:
     # a failure made of value comparisons only: its worst error in roundings of the terms
     # (harness.compare.allclose); what tells a precision choice from a logic error
     rounding_units: float | None = None
+    # a value check widened by the kernel's Contract(precision=...): the declaration and what it adds
+    declared_precision: str | None = None
 
     def __post_init__(self) -> None:
         self.phase = Phase(self.phase)

@@ -37,10 +37,10 @@ class Contract:
     ``DECLARED_ULPS`` roundings of the input dtype on the terms each formula sums or cancels
     (harness.compare.tolerances.declared_precision), and every such record says so; the
     default ``"float32"`` holds the kernel to the op's error model for fp32 intermediates.
-    ``precision=(DTYPE, N)`` declares N roundings of DTYPE ("float32", "float16", "bfloat16",
-    or "input" for both of those) on the terms of the cases whose input dtype it is, e.g.
-    ``("float32", 64)`` for an fp32 softmax computed as exp(x - logsumexp(x)); each record it
-    widens says so.
+    ``precision=(DTYPE, N)`` declares that the kernel's DTYPE arithmetic ("float32", "float16",
+    "bfloat16") loses up to N roundings of DTYPE on the terms, on every case, e.g.
+    ``("float32", 64)`` for a softmax computed in fp32 as exp(x - logsumexp(x)); each record it
+    widens says so (``declared_precision``).
     ``rule``: a function of the kernel's arguments that returns why they fall outside the
     contract (a string), or None inside it, for limits the fields above cannot say (``V >= 2``).
     """
@@ -154,7 +154,7 @@ def _precision(value) -> str | tuple[str, float]:
     if isinstance(value, (tuple, list)) and len(value) == 2 and value[0] in PRECISION_DTYPES \
             and isinstance(value[1], (int, float)) and not isinstance(value[1], bool) \
             and 0 < value[1] <= MAX_DECLARED_ROUNDINGS:
-        return (str(value[0]), float(value[1]))
+        return (str(value[0]), value[1])
     raise RegistryError(
         f"Contract(precision=...) is {' or '.join(map(repr, PRECISIONS))}, or (dtype, roundings) with dtype one of "
         f"{', '.join(map(repr, PRECISION_DTYPES))} and 0 < roundings <= {MAX_DECLARED_ROUNDINGS:g}; got {value!r}. "

@@ -78,6 +78,7 @@ class CaseRun:
                 err_ratio=comparison.err_ratio,
                 numel=comparison.numel,
                 rounding_units=None if comparison.passed else comparison.rounding_units,
+                declared_precision=comparison.declared,
             )
         rec = CaseRecord(**fields)
         waivers.apply([rec], self.entry.contract.waive)
@@ -237,12 +238,16 @@ class _Steps:
         check = self.spec.check_name(name, self.case)
         tol = self.spec.tolerance(check, self.case, meta.dtype)
         magnitude = expected.get(f"{name}_magnitude")
-        roundings = tolerances.declared_roundings(self.entry.contract.precision, self.inputs.dtype)
+        roundings, dtype = tolerances.declared_roundings(self.entry.contract.precision, self.inputs.dtype)
         if roundings:
             tol, magnitude = tolerances.declared_precision(tol, magnitude, expected.get(f"{name}_terms"), expected[name],
-                                                           self.inputs.dtype, roundings, self.entry.contract.precision)
-        return check, checks.values(actual, expected[name], meta.dtype, tol, magnitude, expected.get(f"{name}_nan_ok"),
-                                    expected.get(f"{name}_limit"))
+                                                           self.inputs.dtype, roundings, self.entry.contract.precision,
+                                                           dtype)
+        cmp = checks.values(actual, expected[name], meta.dtype, tol, magnitude, expected.get(f"{name}_nan_ok"),
+                            expected.get(f"{name}_limit"))
+        if roundings:
+            cmp.declared = tolerances.declaration(self.entry.contract.precision, roundings, dtype)
+        return check, cmp
 
     def values(self, metas, expected: dict, grad_error: str | None) -> None:
         for name, actual, meta in metas:

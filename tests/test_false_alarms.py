@@ -1,0 +1,138 @@
+"""The false-alarm corpus: correct kernels written the way other projects write them pass every
+check of a spread of floor cases (every value kind, layout and dtype of the op, the refilled calls
+included), and their wrong twins keep failing the check each breaks
+(tests/fixtures/false_alarm/correct.py, wrong.py)."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+
+from harness.registry.registry import REGISTRY, KernelEntry
+from harness.run.runner import run_case
+from reports import verify_report
+from tests.fixtures.false_alarm import correct, wrong
+
+MAX_ELEMENTS = 4096  # interpreter-sized cases
+MAX_CASES = 26
+
+
+def spread(op: str) -> list:
+    """Small floor cases of ``op``, smallest first, each kept when it brings a value kind, layout,
+    dtype or (value kind, dtype) pair the ones before did not."""
+    spec = REGISTRY.op(op)
+    cases = sorted(spec.floor_cases(backend="interpreter"), key=lambda c: spec.make_inputs(c, "cpu").args[0].numel())
+    seen, chosen = set(), []
+    for c in cases:
+        if spec.make_inputs(c, "cpu").args[0].numel() > MAX_ELEMENTS:
+            continue
+        keys = {("values", c["values"]), ("layout", c["layout"]), ("dtype", c["dtype"]), (c["values"], c["dtype"])}
+        if keys - seen:
+            seen |= keys
+            chosen.append(c)
+    return chosen[:MAX_CASES]
+
+
+CASES = {op: spread(op) for op in sorted({k[0] for k in correct.KERNELS + wrong.KERNELS})}
+
+
+# exp(x - logsumexp(x)) is wrong where x is -1e9 (masked_rows): logsumexp rounds log N away and the
+# row sums to N, far beyond any rounding of its terms; its wrong twin keeps that detection
+SKIP = {"softmax_exp_minus_lse": ("masked_rows",), "softmax_exp_minus_lse_undeclared": ("masked_rows",),
+        "softmax_exp_minus_lse_at_minus_1e9": tuple(k for k in {c["values"] for c in CASES.get("softmax", [])}
+                                                    if k != "masked_rows")}
+
+
+def records(op, name, fn, contract) -> list:
+    entry = KernelEntry(op, name, fn, contract, "kernel", "plugin", "tests/fixtures/false_alarm")
+    out = []
+    for c in CASES[op]:
+        if c["values"] in SKIP.get(name, ()):
+            continue
+        out += run_case(REGISTRY.op(op), entry, c, backend="interpreter", device="cpu").records
+    return out
+
+
+PASSED = collections.defaultdict(set)  # check -> styles that passed it
+
+
+@pytest.mark.parametrize("op,name,fn,contract,style", correct.KERNELS, ids=[k[1] for k in correct.KERNELS])
+def test_correct_kernel_of_another_style_passes_every_check(op, name, fn, contract, style):
+    recs = records(op, name, fn, contract)
+    failed = [f"{r.check} {r.case_id}: {r.message[:300]}" for r in recs if not r.passed]
+    assert not failed, f"{name} ({style}): false alarm(s):\n" + "\n".join(failed[:8])
+    checks = {r.check for r in recs}
+    spec = REGISTRY.op(op)
+    assert {spec.forward_check, *spec.grad_checks} <= checks  # every value check ran
+    assert {"no_grad", "fresh_inputs", "changed_input", "repeatable", "inputs_unchanged", "output_meta"} <= checks
+
+
+def test_every_check_passes_correct_code_of_three_styles():
+    """Every check of the runner passes on correct kernels of at least three styles."""
+    styles = collections.defaultdict(set)
+    for op, name, fn, contract, style in correct.KERNELS:
+        if op == "cross_entropy":
+            continue  # its kernels run above; two ops give every check its three styles here
+        for r in records(op, name, fn, contract):
+            assert r.passed, (name, r.check, r.case_id, r.message[:300])
+            styles[r.check].add(style)
+    for check in ("inputs_unchanged", "output_meta", "contract", "repeatable", "no_grad", "fresh_inputs",
+                  "changed_input", "forward", "dx"):
+        assert len(styles[check]) >= 3, (check, sorted(styles[check]))
+
+
+def _changed_input_messages(recs) -> list[str]:
+    return [r.message for r in recs if r.check == "changed_input"]
+
+
+def test_a_view_saved_for_backward_is_a_refusal_not_a_kernel_error():
+    """torch refuses the backward of a view whose base changed in place: a safe refusal."""
+    op, name, fn, contract, _ = next(k for k in correct.KERNELS if k[1] == "rms_view_saved")
+    msgs = _changed_input_messages(records(op, name, fn, contract))
+    assert msgs and all("refused" in m or "within tolerance" in m for m in msgs)
+    assert any("view" in m.lower() and "refused" in m for m in msgs)  # torch's view message, read as a refusal
+
+
+@pytest.mark.parametrize("op,name,fn,contract,check", wrong.KERNELS, ids=[k[1] for k in wrong.KERNELS])
+def test_wrong_twin_keeps_failing(op, name, fn, contract, check):
+    recs = records(op, name, fn, contract)
+    failed = {r.check for r in recs if not r.passed}
+    assert check in failed, f"{name}: expected a failed {check}, failed: {sorted(failed)}"
+
+
+def test_undeclared_exp_minus_lse_is_a_precision_failure_and_a_logic_error_is_not():
+    """exp(x - lse) in fp32 fails undeclared, as "fail (precision)"; a declared kernel that is
+    wrong beyond rounding fails as a plain error."""
+    def summary(name):
+        op, name, fn, contract, _ = next(k for k in wrong.KERNELS if k[1] == name)
+        return verify_report.kernel_summary(op, name, [r.to_dict() for r in records(op, name, fn, contract)])
+
+    lse = summary("softmax_exp_minus_lse_undeclared")
+    assert lse["verdict"] == "fail" and lse["failure_class"] == "precision"
+    assert verify_report.verdict_label(lse) == "FAIL (precision)"
+    wrong_scale = summary("softmax_declared_but_wrong")
+    assert wrong_scale["verdict"] == "fail" and wrong_scale["failure_class"] == "error"
+    assert verify_report.verdict_label(wrong_scale) == "FAIL"
+
+
+def test_the_declared_fp32_precision_is_recorded_on_the_records_it_widens():
+    op, name, fn, contract, _ = next(k for k in correct.KERNELS if k[1] == "softmax_exp_minus_lse")
+    recs = [r for r in records(op, name, fn, contract) if r.check == "forward" and r.dtype == "float32"]
+    assert recs and all(r.declared_precision == "Contract(precision=('float32', 64)): + 64 float32 roundings of the terms"
+                        for r in recs)
+    others = [r for r in records(op, name, fn, contract) if r.check in ("forward", "dx") and r.dtype != "float32"]
+    assert others and all(r.declared_precision.startswith("Contract(precision=('float32', 64))") for r in others)
+    plain = [r for r in records(op, "softmax_torch", correct.softmax_torch, correct.Contract()) if r.check == "forward"]
+    assert plain and all(r.declared_precision is None for r in plain)
+
+
+def test_the_limit_is_accepted_only_where_an_input_is_infinite():
+    """A +inf logit away from the target: the loss's limit (+inf) passes; the same kernel's answer
+    must still match the oracle exactly on rows whose inputs are finite (wrong.softmax_limit_leaks)."""
+    op = "cross_entropy"
+    inf_cases = [c for c in CASES[op] if c["values"] == "nonfinite"]
+    assert inf_cases, "the spread holds a non-finite case"
+    x = REGISTRY.op(op).make_inputs(inf_cases[0], "cpu").args[0]
+    assert bool(torch.isposinf(x).any())
