@@ -136,3 +136,21 @@ def test_the_limit_is_accepted_only_where_an_input_is_infinite():
     assert inf_cases, "the spread holds a non-finite case"
     x = REGISTRY.op(op).make_inputs(inf_cases[0], "cpu").args[0]
     assert bool(torch.isposinf(x).any())
+
+
+def test_a_gradient_missing_when_asked_alone_is_named_as_such():
+    op, name, fn, contract, _ = next(k for k in wrong.KERNELS if k[1] == "rms_dgamma_only_with_dx")
+    msgs = [r.message for r in records(op, name, fn, contract) if r.check == "fresh_inputs" and not r.passed]
+    assert msgs and all("asked for dgamma alone" in m and "only when another input requires grad" in m for m in msgs)
+
+
+def test_declared_in_place_writes_and_values_hold_in_every_later_call():
+    """A declared write into an input gives the second run fresh inputs of the same values; a
+    waived value is waived in the refilled calls too."""
+    for wanted in ("rms_dx_into_dy", "cross_entropy_all_ignored_zero_declared"):
+        op, name, fn, contract, _ = next(k for k in correct.KERNELS if k[1] == wanted)
+        recs = records(op, name, fn, contract)
+        assert any(r.waived for r in recs), wanted  # the deviation happened and was waived
+        for check in ("repeatable", "no_grad", "fresh_inputs"):
+            ran = [r for r in recs if r.check == check]
+            assert ran and all(r.passed and not r.waived for r in ran), (wanted, check)
