@@ -1,0 +1,95 @@
+"""The user documentation against the code it describes: README's commands table against the
+CLI's subcommands, every relative link of README.md and docs/*.md against the files, README's
+length, and each subcommand's --help (a one-line description and an example).
+
+Bug classes targeted: a subcommand added or renamed without the README following (or a README
+row for a command that no longer exists), a link left dangling when a page moves, a README that
+grows back into a notebook, a --help that says nothing a newcomer can act on.
+No kernel runs: the CLI's argparse parser is introspected in this process.
+"""
+
+import argparse
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from harness.cli import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+MAX_README_LINES = 250
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+TABLE_COMMAND = re.compile(r"^\|\s*`python -m harness ([a-z][a-z-]*)[^`]*`\s*\|")
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def _table_commands() -> list[str]:
+    return [m.group(1) for line in README.read_text().splitlines() if (m := TABLE_COMMAND.match(line))]
+
+
+def test_readme_commands_table_matches_the_cli():
+    table = _table_commands()
+    cli = set(_subparsers())
+    assert table, "README.md has no commands table (rows like | `python -m harness verify` | ... |)"
+    assert len(table) == len(set(table)), f"a subcommand is listed twice: {sorted(table)}"
+    assert set(table) - cli == set(), f"README lists subcommands the CLI does not have: {sorted(set(table) - cli)}"
+    assert cli - set(table) == set(), f"subcommands missing from README's commands table: {sorted(cli - set(table))}"
+
+
+def _links(page: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)  # code blocks hold no links
+    return LINK.findall(text)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page):
+    broken = []
+    for target in _links(page):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue  # http(s), mailto: not checked here; an anchor in the same page
+        path = target.split("#", 1)[0]
+        if not (page.parent / path).exists():
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: links to files that do not exist: {broken}"
+
+
+def test_docs_pages_are_linked_and_link_checks_see_links():
+    assert _links(README), "README.md holds no links: the link check would pass vacuously"
+    linked = {(README.parent / t.split("#", 1)[0]).resolve() for t in _links(README) if not t.startswith("#")}
+    for page in PAGES[1:]:
+        assert page.resolve() in linked, f"README.md does not link {page.relative_to(ROOT)}"
+
+
+def test_readme_is_short():
+    lines = len(README.read_text().splitlines())
+    assert lines <= MAX_README_LINES, f"README.md has {lines} lines; at most {MAX_README_LINES} (the rest goes to docs/)"
+
+
+@pytest.mark.parametrize("name", sorted(_subparsers()))
+def test_subcommand_help_has_one_line_description_and_an_example(name):
+    sub = _subparsers()[name]
+    description = sub.description or ""
+    assert description.strip() and "\n" not in description.strip(), f"{name}: description must be one line: {description!r}"
+    epilog = sub.epilog or ""
+    examples = [line.strip() for line in epilog.splitlines() if line.strip().startswith(f"python -m harness {name}")]
+    assert examples, f"{name}: --help shows no example line starting with 'python -m harness {name}'"
+    assert isinstance(sub.formatter_class, type) and issubclass(sub.formatter_class, argparse.RawDescriptionHelpFormatter)
+    text = sub.format_help()
+    assert examples[0] in text, f"{name}: the example is not shown by --help"
+    args = build_parser().parse_args(shlex.split(examples[0])[3:])  # the example is a valid command line
+    assert args.command == name
+
+
+def test_top_level_help_has_description_and_example():
+    parser = build_parser()
+    assert parser.description and "\n" not in parser.description
+    assert "python -m harness " in (parser.epilog or "")
+    assert "python -m harness " in parser.format_help()
