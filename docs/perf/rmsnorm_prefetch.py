@@ -80,7 +80,7 @@ def fwd_bwd(f):
     return lambda: torch.autograd.grad(f(xg, gg, 1e-6), (xg, gg), dy)
 
 
-class Standard(torch.autograd.Function):  # the path before this session: fn[grid], rstd always kept
+class Standard(torch.autograd.Function):  # the earlier path: fn[grid], rstd always kept
     @staticmethod
     def forward(ctx, a, b, eps):
         yy = torch.empty_like(a)
