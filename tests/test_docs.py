@@ -46,19 +46,39 @@ def test_readme_commands_table_matches_the_cli():
 
 def _links(page: Path) -> list[str]:
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)  # code blocks hold no links
+    text = re.sub(r"`[^`\n]*`", "", text)  # nor do inline code spans (`fn[grid](...)`)
     return LINK.findall(text)
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces to
+    hyphens, a repeated heading suffixed -1, -2, ..."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    seen: dict[str, int] = {}
+    anchors = set()
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(page):
     broken = []
     for target in _links(page):
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
-            continue  # http(s), mailto: not checked here; an anchor in the same page
-        path = target.split("#", 1)[0]
-        if not (page.parent / path).exists():
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            continue  # http(s), mailto: not checked here
+        if target.startswith("#"):
+            target = page.name + target  # an anchor in the same page
+        path, _, anchor = target.partition("#")
+        file = page.parent / path
+        if not file.exists():
             broken.append(target)
-    assert not broken, f"{page.relative_to(ROOT)}: links to files that do not exist: {broken}"
+        elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+            broken.append(f"{target} (no such heading)")
+    assert not broken, f"{page.relative_to(ROOT)}: links to files or headings that do not exist: {broken}"
 
 
 def test_docs_pages_are_linked_and_link_checks_see_links():
@@ -93,3 +113,9 @@ def test_top_level_help_has_description_and_example():
     assert parser.description and "\n" not in parser.description
     assert "python -m harness " in (parser.epilog or "")
     assert "python -m harness " in parser.format_help()
+
+
+def test_anchor_slugs_follow_github(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("# Title\n## Run 25 (2026-12-01) — after `x`; 4.9 s\n## Title\n```\n# not a heading\n```\n")
+    assert _anchors(page) == {"title", "run-25-2026-12-01--after-x-49-s", "title-1"}
