@@ -22,7 +22,7 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 MAX_README_LINES = 250
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
-TABLE_COMMAND = re.compile(r"^\|\s*`python -m harness ([a-z][a-z-]*)[^`]*`\s*\|")
+TABLE_COMMAND = re.compile(r"^\|\s*`python -m harness ([a-z][a-z-]*)[^`]*`\s*\|\s*(.*?)\s*\|\s*$")
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -31,8 +31,17 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
+def _table_rows() -> dict[str, str]:
+    rows = {}
+    for line in README.read_text().splitlines():
+        if m := TABLE_COMMAND.match(line):
+            assert m.group(1) not in rows, f"README lists `{m.group(1)}` twice"
+            rows[m.group(1)] = m.group(2)
+    return rows
+
+
 def _table_commands() -> list[str]:
-    return [m.group(1) for line in README.read_text().splitlines() if (m := TABLE_COMMAND.match(line))]
+    return list(_table_rows())
 
 
 def test_readme_commands_table_matches_the_cli():
@@ -42,6 +51,14 @@ def test_readme_commands_table_matches_the_cli():
     assert len(table) == len(set(table)), f"a subcommand is listed twice: {sorted(table)}"
     assert set(table) - cli == set(), f"README lists subcommands the CLI does not have: {sorted(set(table) - cli)}"
     assert cli - set(table) == set(), f"subcommands missing from README's commands table: {sorted(cli - set(table))}"
+
+
+def test_readme_commands_table_says_what_each_help_says():
+    subs = _subparsers()
+    for name, cell in _table_rows().items():
+        said = cell.replace("`", "")
+        assert said.startswith(subs[name].description), (
+            f"README's row for `{name}` should start with its --help description {subs[name].description!r}; got {said!r}")
 
 
 def _links(page: Path) -> list[str]:
