@@ -1,7 +1,7 @@
 """Correctness harness and differential tester for Triton kernels.
 
 Public plugin API: ``register_kernel``, ``register_mutant``, ``Contract``, and to declare an op:
-``register_op``, ``OpDecl``, ``Tensor``, ``Index``, ``Scalar`` (see README, "Declaring an op").
+``register_op``, ``OpDecl``, ``Tensor``, ``Index``, ``Scalar`` (see docs/declaring-ops.md).
 They are imported on first use, so ``python -m harness`` starts its launcher
 (harness/launcher.py) without importing torch.
 """

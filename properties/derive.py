@@ -172,7 +172,7 @@ class DeclaredOp(OpSpec):
         libraries take their multi-block paths) in every value kind, contiguous fp32: a hazard
         that only a kind brings (a first block of only -inf, a peak in a later block) must meet
         the path that only the widest rows reach, not by the rotation's luck. Liger-Kernel
-        0.8.5's cross-entropy past 32768 classes is such a path (README)."""
+        0.8.5's cross-entropy past 32768 classes is such a path (docs/findings.md)."""
         out = []
         for dim in sorted(self.inner):
             widest = max((sh for sh in shapes if sh[dim] > 1), key=lambda sh: sh[dim], default=None)

@@ -2,7 +2,7 @@
 # GPU batch for a lent machine (docs/gpu-runs.md): several streams side by side, each on the GPU
 # index it names, each bounded by LIMIT seconds; run from the repository root with the image's
 # python3. The Liger streams need the git-ignored .whl/ (the liger-kernel wheel) and .liger/repo
-# (its test files at the same release): README, "How good are your kernel tests?".
+# (its test files at the same release): docs/library-mutation.md.
 #   STREAMS="verify:0 camp0/4:1 camp1/4:2 rms_norm:5 vop:layer_norm:0"   (stream:gpu; vop:OP verifies one op, campop:OP runs its campaign)
 #   LIMIT (s, default 540)  GJOBS (mutate --jobs of the campaign shards)  LJOBS/TJOBS/TSAMPLE (Liger)
 #   SHARD (Liger --shard, empty = all)  MAXEX (Liger --max-examples, default 8)

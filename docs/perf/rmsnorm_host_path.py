@@ -1,5 +1,5 @@
-"""Run 21 of docs/gpu-runs.md (perf-notes attempt 17), and what the next GPU session runs first: the
-first table is run 21; the autograd experiments after it have not run yet.
+"""Run 21 of docs/gpu-runs.md (2026-11-29; perf-notes attempt 17), and the experiments after it: the
+first table is run 21; the autograd experiments after it have not run on a GPU yet.
 
 Run on a GPU from the repository root: python3 docs/perf/rmsnorm_host_path.py
 

@@ -1,5 +1,5 @@
 """A third-party function narrowed to the inputs where it passes ``verify``: the *carrier* of a
-library mutation campaign (``mutate --mutate-module``; README "How good are your kernel
+library mutation campaign (``mutate --mutate-module``; docs/library-mutation.md "How good are your kernel
 tests?"). A campaign scores only against a carrier whose unmutated run passes, so where the
 library fails some cases (a dtype it is imprecise in, a layout it mishandles), the carrier
 declares the narrower contract and rejects the rest itself, before calling the library, as any

@@ -142,7 +142,7 @@ if LigerCrossEntropyFunction is not None:
     # contiguous fp32, its in-place gradient declared. Not bf16: Liger rounds the gradient into the
     # bf16 logits in its forward and rounds it again when its backward scales it by grad_output,
     # up to 1.93 x the one-rounding allowance on this op's bf16 cases (run 44; the fp16 finding's
-    # cause, README)
+    # cause, docs/findings.md)
     register_kernel("cross_entropy_ext", name="liger_cross_entropy_ext_contiguous",
                     contract=Contract(dtypes=(torch.float32,), contiguous=True, waive=dict(
                         _waive, inputs_unchanged="the forward stores the gradient into the logits' storage (Liger's memory saving)")),

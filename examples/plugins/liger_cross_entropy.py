@@ -16,7 +16,7 @@ after the loss get wrong values.
 ``liger_cross_entropy_contiguous`` is the same function narrowed to contiguous fp32 and bf16 logits,
 with the in-place gradient declared: the carrier of `mutate --mutate-module
 liger_kernel.ops.cross_entropy`. Left out, each a finding the unrestricted kernel keeps reporting
-(README): transposed logits (dlogits wrong), and fp16, where the forward rounds the unscaled
+(docs/findings.md): transposed logits (dlogits wrong), and fp16, where the forward rounds the unscaled
 gradient p / n_non_ignore into the fp16 logits before the backward multiplies it by grad_output,
 so entries in fp16's subnormal range (below 6.1e-5) keep only steps of 2^-24 that the upstream
 gradient then magnifies (a loss scale of 1024 turns them into steps of 6e-5).

@@ -7,7 +7,7 @@ of a third-party implementation against the float64 oracle, through the public p
 Without liger-kernel this plugin registers nothing (and prints nothing).
 No deliberate deviation of Liger's softmax from torch.softmax is documented, so nothing is waived.
 ``liger_softmax_fp32`` is the same function narrowed to fp32 inputs, where it passes: the carrier
-of `mutate --mutate-module liger_kernel.ops.softmax` (its fp16/bf16 dx fails, see the README).
+of `mutate --mutate-module liger_kernel.ops.softmax` (its fp16/bf16 dx fails, see docs/findings.md).
 """
 
 import sys

@@ -1,6 +1,7 @@
 """``python -m harness SUBCOMMAND``. Each module of this package is one subcommand.
 
-A subcommand module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
+A subcommand module defines ``NAME``, ``HELP`` (one line: what it does), ``EXAMPLE`` (one command
+line), ``add_arguments(parser)`` and ``run(args) -> int``.
 Exit codes: 0 success, 1 a check failed, 2 bad usage (one line on stderr, no traceback).
 """
 
@@ -28,11 +29,21 @@ def _subcommands() -> list:
     return sorted((m for m in mods if hasattr(m, "NAME")), key=lambda m: m.NAME)
 
 
+DESCRIPTION = "Verify Triton kernels against float64 oracles, case by case, and score the checks by mutation."
+EXAMPLE = "python -m harness verify --plugin my_kernels.py --select 'my_*' --backend interpreter"
+
+
+def _epilog(example: str) -> str:
+    return f"example:\n  {example}"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m harness", description="Verify Triton kernels against float64 oracles.")
+    parser = _Parser(prog="python -m harness", description=DESCRIPTION, epilog=_epilog(EXAMPLE),
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for mod in _subcommands():
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP, epilog=_epilog(mod.EXAMPLE),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

@@ -11,7 +11,8 @@ from harness.cli import common
 from harness.errors import UsageError
 
 NAME = "bench"
-HELP = "time an op's implementations (the tutorial's protocol: CUDA events, median of 50 samples of 20 calls); needs a GPU"
+HELP = "time an op's implementations against torch, torch.compile and Liger-Kernel (CUDA events, medians); needs a GPU"
+EXAMPLE = "python -m harness bench --op rmsnorm"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ from harness.run.backend import BACKENDS
 
 NAME = "doctor"
 HELP = "check the environment: backend, one real kernel run against the oracle, versions, what is missing"
+EXAMPLE = "python -m harness doctor --backend interpreter"
 
 # module -> (required?, what it is for, what to do when it is missing)
 PACKAGES = {

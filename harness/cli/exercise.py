@@ -8,6 +8,7 @@ from harness.cli import common
 
 NAME = "exercise"
 HELP = "show the BLOCK-instead-of-N mutant passing at N=256 and failing at N=257 (forward and backward)"
+EXAMPLE = "python -m harness exercise --backend interpreter"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

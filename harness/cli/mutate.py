@@ -28,7 +28,8 @@ from harness.errors import UsageError
 from reports import jsonio
 
 NAME = "mutate"
-HELP = "mutation testing: run broken variants of the kernels and score how many the properties detect"
+HELP = "mutation testing: run broken variants of the kernels and score how many the checks detect"
+EXAMPLE = "python -m harness mutate --op rmsnorm --select 'cat.*' --backend interpreter"
 DEFAULT_MAX_EXAMPLES = {"interpreter": 5, "cuda": 50}
 
 

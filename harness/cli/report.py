@@ -17,6 +17,7 @@ from reports import jsonio
 
 NAME = "report"
 HELP = "render index.html, junit.xml and summary.md from verify.json / mutation.json"
+EXAMPLE = "python -m harness report --report-dir reports/out"
 EXTRAS = {"train_check.json": "train-check", "exercise.json": "exercise"}
 
 

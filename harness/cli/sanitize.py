@@ -18,7 +18,8 @@ from harness.errors import UsageError
 from harness.settings import DEFAULTS, current as current_settings
 
 NAME = "sanitize"
-HELP = "run kernels (the project's and --plugin ones) under compute-sanitizer (memcheck, racecheck), per kernel; needs a GPU"
+HELP = "run kernels (the project's and --plugin ones) under compute-sanitizer (memcheck, racecheck); needs a GPU"
+EXAMPLE = "python -m harness sanitize --plugin my_kernels.py --select 'my_*'"
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 DEFAULT_TOOLS = "memcheck,racecheck"
 

@@ -8,6 +8,7 @@ from harness.cli import common
 
 NAME = "train-check"
 HELP = "train Linear -> RMSNorm -> SiLU -> Linear with the oracle and with the kernel, compare, reload"
+EXAMPLE = "python -m harness train-check --backend interpreter"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ from harness.settings import DEFAULTS, WATCHDOG_ENV
 
 NAME = "verify"
 HELP = "check registered kernels against float64 oracles, case by case"
+EXAMPLE = "python -m harness verify --plugin my_kernels.py --select 'my_*' --backend interpreter"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

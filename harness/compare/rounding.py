@@ -31,7 +31,7 @@ rounding happen to one element in 16), and two inputs moved together can cancel 
 effect (silu(a) * b where a's and b's contributions have opposite signs). Then a correct kernel
 whose only error is one rounding of an input-sized intermediate (a GPU's exp(a) is
 ex2.approx(fl(a * log2 e)): a relative error of |a| * 2^-24, exactly one fp32 rounding of a
-moved through exp) failed at 1.0-1.39x the allowance (docs/red-team-session14.md, finding 4).
+moved through exp) failed at 1.0-1.39x the allowance under a random-size model (docs/guarantees.md).
 Moving one tensor by a whole rounding gives each element its first-order sensitivity to that
 tensor in full (exactly, for an element that depends on one element of it; a random walk over
 the terms for a reduction), and the sum over tensors bounds how their roundings combine.

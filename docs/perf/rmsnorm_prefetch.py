@@ -1,7 +1,7 @@
-"""Session 15 (issue #19): the host path after the cached launch, and a backward that loads the next
-row while it reduces the current one.
+"""The host path after the cached launch, and a backward that loads the next row while it reduces
+the current one (GPU run 46, 2026-12-02/03, docs/gpu-runs.md).
 
-Run on a GPU from the repository root: python3 docs/perf/rmsnorm_s15.py
+Run on a GPU from the repository root: python3 docs/perf/rmsnorm_prefetch.py
 
 Part A, 128x257 fp32 (launch-bound): host microseconds per call of each piece of the path, the
 standard Triton launch against kernels._launch.launch, and the whole calls against torch.
@@ -80,7 +80,7 @@ def fwd_bwd(f):
     return lambda: torch.autograd.grad(f(xg, gg, 1e-6), (xg, gg), dy)
 
 
-class Standard(torch.autograd.Function):  # the path before this session: fn[grid], rstd always kept
+class Standard(torch.autograd.Function):  # the earlier path: fn[grid], rstd always kept
     @staticmethod
     def forward(ctx, a, b, eps):
         yy = torch.empty_like(a)
