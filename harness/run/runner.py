@@ -374,7 +374,7 @@ class _Steps:
             grad = self.spec.grad_checks[only]
             self.run.add("fresh_inputs", False, f"{said}: B asked for {grad} alone (no other input requires grad, as "
                                                 f"with a frozen input or weight) and got no gradient: the backward "
-                                                f"computes {grad} only when another input requires grad. {msg}")
+                                                f"computes {grad} only when another input requires grad ({msg_a})")
             return
         if changed:
             ok, units, msg = False, None, (f"{said}: the output the kernel returned for the case's own call changed (the "
