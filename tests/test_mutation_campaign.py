@@ -355,14 +355,29 @@ def test_the_pool_passes_over_a_job_not_decided_yet_and_records_the_skipped():
 def test_the_kill_cache_reader_drops_what_it_cannot_use(tmp_path, capsys):
     import json
 
-    from harness.cli.mutate import _read_kill_cache
+    from harness.mutation import kill_cache
 
+    none = tmp_path / "no_hints.json"
     path = tmp_path / "kill_cache.json"
     path.write_text(json.dumps({"format": 1, "backends": {"cuda": {"a": CASE}}, "memcheck": ["not", "a", "map"]}))
-    assert _read_kill_cache(path) == {"format": 1, "backends": {"cuda": {"a": CASE}}}
+    assert kill_cache.read(path, none) == ({"format": 1, "backends": {"cuda": {"a": CASE}}}, "report dir")
     path.write_text("{not json")
-    assert _read_kill_cache(path) == {"format": 1, "backends": {}} and "unreadable kill cache" in capsys.readouterr().err
-    assert _read_kill_cache(None) == {"format": 1, "backends": {}}
+    assert kill_cache.read(path, none) == ({"format": 1, "backends": {}}, "none")
+    assert "unreadable kill cache" in capsys.readouterr().err
+    assert kill_cache.read(None, none) == ({"format": 1, "backends": {}}, "none")
+
+
+def test_a_fresh_report_dir_takes_the_committed_hints_and_never_writes_them(tmp_path):
+    import json
+
+    from harness.mutation import kill_cache
+
+    hints = tmp_path / "kill_hints.json"
+    hints.write_text(json.dumps({"format": 1, "backends": {"interpreter": {"a": CASE}}}))
+    got, source = kill_cache.read(tmp_path / "out" / "kill_cache.json", hints)
+    assert source == "committed hints" and got["backends"]["interpreter"] == {"a": CASE}
+    assert kill_cache.read(None, hints)[1] == "none"  # --kill-cache none: no order at all
+    assert kill_cache.COMMITTED.name == "kill_hints.json"
 
 
 def test_first_looks_start_only_on_a_gpu_with_a_sanitizer_for_mutants_memcheck_killed(monkeypatch):

@@ -32,3 +32,12 @@ def test_without_classify_every_job_gets_a_line():
         p(_done("b", 2))
     text = out.getvalue()
     assert "1/2 rmsnorm/a: 1 cases, ok" in text and "2/2 rmsnorm/b: 1 cases, 2 failed check(s)" in text
+
+
+def test_the_summary_line_says_how_long_is_left_at_the_pace_so_far():
+    from harness.execution.progress import eta
+
+    assert eta(0, 10, 5.0) == ""  # no pace yet
+    assert eta(10, 10, 50.0) == ""  # nothing left
+    assert eta(2, 10, 20.0) == ", about 80 s left"
+    assert eta(1, 10, 60.0) == ", about 9 min left"

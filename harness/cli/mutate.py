@@ -92,22 +92,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="test command processes side by side (default: the campaign's --jobs)")
 
 
-def _read_kill_cache(path: Path | None) -> dict:
-    """The kill cache, or an empty one if it is off, missing or unreadable (it only orders cases)."""
-    if path is None or not path.exists():
-        return {"format": 1, "backends": {}}
-    try:
-        data = jsonio.loads(path.read_text())
-        if data.get("format") == 1 and isinstance(data.get("backends"), dict):
-            if not isinstance(data.get("memcheck", {}), dict):  # only orders work: a bad part is dropped
-                del data["memcheck"]
-            return data
-    except (OSError, ValueError, AttributeError):
-        pass
-    print(f"mutate: warning: ignoring the unreadable kill cache {path}", file=sys.stderr)
-    return {"format": 1, "backends": {}}
-
-
 def _first_looks(cache: dict, runnable: list, backend: str, args: argparse.Namespace, parallel: int,
                  driver_args: tuple[str, ...] = ()):
     """On a GPU, the memcheck first looks (harness.mutation.memcheck_looks) at the mutants the last
@@ -146,6 +130,7 @@ class _Setup:
     cache: dict
     kills: dict
     targets: list = dataclasses.field(default_factory=list)  # harness.mutation.library.Target
+    hints_from: str = "none"  # where the kill cache came from (harness.mutation.kill_cache.read)
 
     def campaign_kw(self, args: argparse.Namespace) -> dict:
         from harness.mutation import campaign
@@ -254,10 +239,12 @@ def _set_up(args: argparse.Namespace, backend) -> _Setup:
     runnable = [e for e in entries if not campaign.is_marked(e, equivalent, backend.name)]
     parallel = common.mutate_jobs(args.jobs, backend, max(2, len(runnable)))
     cache_path = None if args.kill_cache == "none" else Path(args.kill_cache or Path(args.report_dir) / "kill_cache.json")
-    cache = _read_kill_cache(cache_path)
+    from harness.mutation import kill_cache
+
+    cache, hints_from = kill_cache.read(cache_path)
     kills = cache.setdefault("backends", {}).setdefault(backend.name, {})
     return _Setup(backend, entries, unobservable, ops, case, max_examples, equivalent, runnable, parallel, modules,
-                  tuple(args.mutate_module), cache_path, cache, kills, targets)
+                  tuple(args.mutate_module), cache_path, cache, kills, targets, hints_from)
 
 
 @dataclasses.dataclass
@@ -454,7 +441,7 @@ class _Report:
         if per_gpu:  # how the campaign spread over the GPUs (each worker has one)
             self.header["workers"]["mutants_per_gpu"] = dict(sorted(per_gpu.items()))
         self.header["kill_cache"] = {"path": str(self.setup.cache_path) if self.setup.cache_path else None,
-                                     "hinted": len(self.setup.kills)}
+                                     "hinted": len(self.setup.kills), "from": self.setup.hints_from}
         _keep_kills(self.setup, kept)
         report = mutation_report.build(
             self.header, mutants=[self._mutant(o) for o in kept], score=campaign.score(kept) if scored else None,

@@ -11,6 +11,14 @@ from harness.execution.jobs import Event, EventKind
 from harness.settings import current as current_settings
 
 
+def eta(finished: int, total: int, elapsed: float) -> str:
+    """", about N s left" at the pace so far ('' before the first job ends or after the last)."""
+    if finished <= 0 or finished >= total:
+        return ""
+    left = elapsed / finished * (total - finished)
+    return f", about {left / 60:.0f} min left" if left >= 120 else f", about {left:.0f} s left"
+
+
 class Progress:
     """``classify`` (mutate): names what a finished job was ("killed", "survived", "sanity failed"
     ...); in a log (not a terminal) only the jobs whose class is in ``shown`` get a line of their
@@ -31,7 +39,8 @@ class Progress:
         self._last_line = 0.0
         self._rich = None
         if self.live:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
             from rich.console import Console
 
             self._rich = RichProgress(
@@ -40,6 +49,7 @@ class Progress:
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[status]}"),
                 TimeElapsedColumn(),
+                TimeRemainingColumn(),
                 console=Console(file=self.stream),
                 transient=False,
             )
@@ -61,8 +71,9 @@ class Progress:
     def _summary(self) -> None:
         self._last_summary = time.monotonic()
         counts = ", ".join(f"{n} {what}" for what, n in sorted(self.counts.items()))
+        elapsed = self._last_summary - self._started
         print(f"[{self.title}] {self.finished}/{self.total} done" + (f": {counts}" if counts else "")
-              + f"; {self._last_summary - self._started:.0f} s", file=self.stream, flush=True)
+              + f"; {elapsed:.0f} s" + eta(self.finished, self.total, elapsed), file=self.stream, flush=True)
 
     def __call__(self, event: Event) -> None:
         label = event.job.label

@@ -144,6 +144,7 @@ class _Steps:
         # the oracle reads a private copy: a kernel in another process holds the shared inputs
         self.reference = spec.make_inputs(case, device) if self.own_reference() else self.inputs
         self.last = self.inputs  # the tensors of the kernel's latest call (a second run may get its own)
+        self.later = True  # the second run and the refilled calls (run_case's ``later``)
         self.run = CaseRun(spec, entry, case, self.inputs, backend, phase)
         self.dev = torch.device(device)
         self.named = [(f"arg{i}", a) for i, a in enumerate(self.inputs.args)] + [("upstream", self.inputs.upstream)]
@@ -181,9 +182,9 @@ class _Steps:
             from harness.baseline.pairing import against_base
 
             against_base(self, metas, expected, self.base_host)
-        if self.run.passed:
+        if self.run.passed and self.later:
             self.repeat(metas, expected, grads)
-        if self.run.passed:
+        if self.run.passed and self.later:
             self.refill(grads, expected)
 
     def out_of_contract(self, reasons: list[str]) -> None:
@@ -439,12 +440,15 @@ def new_seed(case: Case) -> int:
 
 
 def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, device: str, phase: Phase = Phase.FLOOR,
-             host=None, base_host=None) -> CaseRun:
+             host=None, base_host=None, later: bool = True) -> CaseRun:
     """Every check of one case. ``host``: how the kernel is called (default: in this process);
-    ``base_host``: a base revision's kernel, compared with it on the same inputs."""
+    ``base_host``: a base revision's kernel, compared with it on the same inputs; ``later``: False
+    leaves out the later calls (``repeatable`` and the refilled calls), which a mutation campaign
+    runs only once the cheaper checks of every floor case have passed (harness.run.suite)."""
     started = time.perf_counter()
     steps = _Steps(spec, entry, case, host if host is not None else InProcessHost(entry.fn), backend=backend,
                    device=device, phase=phase, base_host=base_host)
+    steps.later = later
     run = steps.run
     try:
         steps.all()

@@ -2,7 +2,7 @@
 
 A failing generated case is shrunk by hypothesis; the records keep the first failure and the
 shrunk one (phase ``shrunk``). ``stop_at_first_failure`` (the mutation campaign) skips
-everything after the first failed check.
+everything after the first failed check, and runs the floor's cheap checks before its later calls.
 
 Sharding (``shard=(i, k)``) splits one kernel's suite over k workers without changing which
 cases make up the suite: shard i runs the floor cases whose position is i mod k and the
@@ -56,6 +56,7 @@ class SuitePlan:
     stop_at_first_failure: bool = False
     shard: tuple[int, int] = (0, 1)
     floor_first: Sequence[str] = ()
+    cheap_first: bool = False  # a mutant's floor: the cheap checks of every case before the later calls
 
     def mine(self, case: Case) -> bool:
         """Whether a generated case belongs to this shard."""
@@ -90,15 +91,16 @@ def run_suite(
     if not 0 <= index < count:
         raise ValueError(f"shard {index} of {count} does not exist")
     plan = SuitePlan(backend=backend, seed=seed, max_examples=max_examples, only_case=only_case,
-                     stop_at_first_failure=stop_at_first_failure, shard=shard, floor_first=floor_first)
+                     stop_at_first_failure=stop_at_first_failure, shard=shard, floor_first=floor_first,
+                     cheap_first=stop_at_first_failure and entry.kind == "mutant")
 
-    def one(case: Case, phase: Phase) -> CaseRun:
+    def one(case: Case, phase: Phase, later: bool = True) -> CaseRun:
         if on_start:
             on_start(case)
         for attempt in (1, 2):
             try:
                 run = run_case(spec, entry, case, backend=backend, device=device, phase=phase, host=host,
-                               base_host=base_host)
+                               base_host=base_host, later=later)
                 break
             except torch.OutOfMemoryError:
                 # the judge's own allocation (inputs, their snapshot, the oracle) did not fit beside
@@ -141,6 +143,20 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan, releas
     if plan.floor_first:
         rank = {case_id: i for i, case_id in enumerate(plan.floor_first)}
         floor.sort(key=lambda case: rank.get(case.id, len(rank)))  # stable: the rest keep their order
+    if plan.cheap_first and len(floor) > 1:
+        # kill order: the value checks of every floor case first (two kernel calls a case), then the
+        # floor again with the later calls (the second run, the refilled calls: six more). A mutant
+        # stops at its first failure either way, so this changes which failure is found first,
+        # never whether one is; the first pass's records are dropped when the second runs.
+        first: list[CaseRecord] = []
+        for case in floor:
+            with gpu_slot.exclusive(case, plan.backend, release):
+                run = one(case, Phase.FLOOR, later=False)
+                first += run.records
+                passed = run.passed
+                del run
+            if not passed:
+                return records + first
     for case in floor:
         with gpu_slot.exclusive(case, plan.backend, release):  # one index-width case at a time per GPU
             run = one(case, Phase.FLOOR)
