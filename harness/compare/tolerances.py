@@ -68,8 +68,11 @@ LOW_PRECISION = (torch.float16, torch.bfloat16)
 # Contract(precision=(DTYPE, N)): N roundings of DTYPE on the terms for cases whose input dtype is
 # DTYPE ("input": fp16 and bf16), e.g. ("float32", 64) for an fp32 softmax computed as
 # exp(x - logsumexp(x)), whose exp inherits a rounding of |x| rather than of |x - max|
+# ("tfloat32", N): N roundings of TF32 (a 10-bit mantissa, unit roundoff 2^-11: what a GPU's tl.dot
+# computes fp32 products in by default) on the terms of fp32 cases, counted as 2^13 fp32 roundings each
 PRECISION_DTYPES = {"float32": (torch.float32,), "float16": (torch.float16,), "bfloat16": (torch.bfloat16,),
-                    "input": LOW_PRECISION}
+                    "input": LOW_PRECISION, "tfloat32": (torch.float32,)}
+FORMAT_UNIT_ROUNDOFF = {"tfloat32": 2.0**-11}  # formats without a torch dtype of their own
 MAX_DECLARED_ROUNDINGS = 4096.0  # beyond that a declaration waives the check rather than bounds it
 
 
@@ -81,7 +84,9 @@ def declared_roundings(precision, in_dtype: torch.dtype) -> float:
     if precision == "input":
         return DECLARED_ULPS if in_dtype in LOW_PRECISION else 0.0
     name, count = precision
-    return float(count) if in_dtype in PRECISION_DTYPES[name] else 0.0
+    if in_dtype not in PRECISION_DTYPES[name]:
+        return 0.0
+    return float(count) * FORMAT_UNIT_ROUNDOFF.get(name, UNIT_ROUNDOFF[in_dtype]) / UNIT_ROUNDOFF[in_dtype]
 
 
 def declared_precision(tol: Tolerance, magnitude: torch.Tensor | None, terms: torch.Tensor | None,

@@ -40,7 +40,8 @@ class Contract:
     ``precision=(DTYPE, N)`` declares N roundings of DTYPE ("float32", "float16", "bfloat16",
     or "input" for both of those) on the terms of the cases whose input dtype it is, e.g.
     ``("float32", 64)`` for an fp32 softmax computed as exp(x - logsumexp(x)); each record it
-    widens says so.
+    widens says so. ``("tfloat32", N)``: N TF32 roundings (2^-11 each) on the fp32 cases, for
+    products taken in TF32 (a GPU's default tl.dot on fp32), e.g. ``("tfloat32", 2)``: a and b.
     ``rule``: a function of the kernel's arguments that returns why they fall outside the
     contract (a string), or None inside it, for limits the fields above cannot say (``V >= 2``).
     """
