@@ -63,7 +63,8 @@ def matmul_magnitudes(a, b, bias, activation, dy) -> tuple[torch.Tensor, ...]:
     """Size of the terms each check sums, (forward, da, db, dbias): |a| @ |b| + |bias| scaled by
     the activation's largest slope, plus |y| for the epilogue's own rounding; |dz| @ |b|^T,
     |a|^T @ |dz| and sum |dz| for the gradients, with |dz| + 0.8 |dy| (|a| @ |b| + |bias|) for
-    gelu_tanh, whose slope moves with z's own error."""
+    gelu_tanh, whose slope moves with z's own error, and |dz| + |dy| (|a| @ |b| + |bias|) / |z|
+    for relu, whose branch flips where z is within its error of 0."""
     af, bf, biasf = a.to(torch.float64), b.to(torch.float64), bias.to(torch.float64)
     z = af @ bf + biasf
     pre = af.abs() @ bf.abs() + biasf.abs()
@@ -71,4 +72,10 @@ def matmul_magnitudes(a, b, bias, activation, dy) -> tuple[torch.Tensor, ...]:
     dz = (dy.to(torch.float64) * slope).abs()
     if activation == "gelu_tanh":  # dz = dy * act'(z) inherits z's error, scaled by act'' (|gelu''| <= 0.8)
         dz = dz + CURVATURE * dy.to(torch.float64).abs() * pre
+    elif activation == "relu":
+        # relu' jumps at 0: a z computed with an error of e * pre takes the other branch only where
+        # |z| < e * pre, and then dz is off by |dy| < e * |dy| * pre / |z|: a term of |dy| pre / |z|
+        # bounds it for any e (|z| floored at 2^-24 pre, where the term is already |dy| 2^24)
+        near = torch.where(pre > 0, pre / torch.maximum(z.abs(), pre * 2.0**-24), torch.zeros_like(pre))
+        dz = dz + dy.to(torch.float64).abs() * near
     return LIPSCHITZ[activation] * pre + _act(z, activation).abs(), dz @ bf.abs().T, af.abs().T @ dz, dz.sum(0)
