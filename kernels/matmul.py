@@ -5,7 +5,7 @@
                                   u = sqrt(2 / pi) (z + 0.044715 z^3)
 
 (0.5 z (1 + tanh(u)) = z * sigmoid(2 u): the sigmoid form has no 1 + tanh(u) to cancel for
-z << 0.) Backward, with dz = dy * act'(z) (relu'(0) = 0, as torch):
+z << 0.) Backward, with dz = dy * act'(z) (relu' = 0 for z <= 0, else 1, NaN included: as torch):
 
     da = dz @ b^T,   db = a^T @ dz,   dbias = 1^T @ dz        (sum of dz over rows)
 
@@ -129,7 +129,7 @@ def _activation_grad(
     z = tl.load(Z + out, mask=mask, other=0.0)
     dy = tl.load(DY + rm[:, None] * stride_dym + rn[None, :] * stride_dyn, mask=mask, other=0.0).to(tl.float32)
     if ACTIVATION == 1:
-        dz = tl.where(z > 0, dy, 0.0)
+        dz = tl.where(z <= 0, 0.0, dy)  # a NaN z passes dy on, as torch's relu backward
     else:
         s, one_minus_s = _sigmoid_pair((z + z * z * z * GELU_C) * GELU_2K)
         du = (1.0 + z * z * GELU_3C) * GELU_K

@@ -5,7 +5,7 @@
 
     gelu_tanh(z) = 0.5 z (1 + tanh(u)),  u = sqrt(2 / pi) (z + 0.044715 z^3)
 
-Backward, with dz = dy * act'(z) (relu'(z) = 1 for z > 0, else 0: torch's convention):
+Backward, with dz = dy * act'(z) (relu'(z) = 0 for z <= 0, else 1, NaN included: torch's convention):
 
     da    = dz @ b^T
     db    = a^T @ dz
@@ -45,8 +45,8 @@ def _slope(z: torch.Tensor, activation: str) -> torch.Tensor:
     """act'(z), float64."""
     if activation == "none":
         return torch.ones_like(z)
-    if activation == "relu":
-        return (z > 0).to(z.dtype)
+    if activation == "relu":  # torch's threshold_backward: 0 where z <= 0, so a NaN z passes dy on
+        return torch.where(z <= 0, 0.0, 1.0).to(z.dtype)
     k = math.sqrt(2.0 / math.pi)
     t = torch.tanh(k * (z + 0.044715 * z**3))
     return 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * k * (1.0 + 3 * 0.044715 * z * z)
@@ -70,6 +70,7 @@ def matmul_magnitudes(a, b, bias, activation, dy) -> tuple[torch.Tensor, ...]:
     pre = af.abs() @ bf.abs() + biasf.abs()
     slope = _slope(z, activation)
     dz = (dy.to(torch.float64) * slope).abs()
+    plain = torch.where(torch.isfinite(dz), dz, torch.zeros_like(dz))
     if activation == "gelu_tanh":  # dz = dy * act'(z) inherits z's error, scaled by act'' (|gelu''| <= 0.8)
         dz = dz + CURVATURE * dy.to(torch.float64).abs() * pre
     elif activation == "relu":
@@ -78,4 +79,7 @@ def matmul_magnitudes(a, b, bias, activation, dy) -> tuple[torch.Tensor, ...]:
         # bounds it for any e (|z| floored at 2^-24 pre, where the term is already |dy| 2^24)
         near = torch.where(pre > 0, pre / torch.maximum(z.abs(), pre * 2.0**-24), torch.zeros_like(pre))
         dz = dz + dy.to(torch.float64).abs() * near
+    # where z is infinite (an inf in a or b) the slope is certain and |dz| is all there is: an
+    # infinite term there would take the allowance of every gradient summing that dz away
+    dz = torch.where(torch.isfinite(dz), dz, plain)
     return LIPSCHITZ[activation] * pre + _act(z, activation).abs(), dz @ bf.abs().T, af.abs().T @ dz, dz.sum(0)
