@@ -106,3 +106,14 @@ def test_k_zero_gives_the_activation_of_the_bias():
 )
 def test_contract_errors_raise_before_any_launch(make, error, words, monkeypatch):
     assert_rejected(k.matmul, make(), error, words, module=k, monkeypatch=monkeypatch, no_launch=("_matmul", "_activation_grad"))
+
+
+def test_bench_implementations_agree_and_count_flops():
+    from bench import matmul as bench
+
+    ws = {w.name: w for w in bench.workloads()}
+    assert ws["8192x4096x4096 gelu_tanh bf16"].flops["forward"] == 2.0 * 8192 * 4096 * 4096
+    inputs = next(w for w in ws.values() if w.quick).make("cpu")
+    impls = bench.implementations()
+    want = impls["torch addmm + activation"](*inputs.args)
+    torch.testing.assert_close(impls["triton_matmul (project)"](*inputs.args), want)

@@ -99,3 +99,16 @@ def test_harness_suite_fails_the_offset_ignoring_twin():
 )
 def test_contract_errors_raise_before_any_launch(make, error, words, device, monkeypatch):
     assert_rejected(k.rope, make(device), error, words, module=k, monkeypatch=monkeypatch, no_launch=("_rope_rotate",))
+
+
+def test_bench_implementations_agree_and_count_bytes():
+    """bench/rope.py: the LLM shape's bytes, and the columns compute one function (a column wired
+    with another convention or signature would time something else)."""
+    from bench import rope as bench
+
+    ws = {w.name: w for w in bench.workloads()}
+    assert ws["8x4096x32x128 bf16"].bytes["forward"] == (2 * 8 * 4096 * 32 * 128 + 4096 * 128) * 2
+    inputs = next(w for w in ws.values() if w.quick).make("cpu")
+    impls = bench.implementations()
+    want = impls["torch rotate-half"](*inputs.args)
+    torch.testing.assert_close(impls["triton_rope (project)"](*inputs.args), want)
