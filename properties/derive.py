@@ -23,6 +23,8 @@ From the declared inputs the engine derives, identically for every declared op:
   dtype's rounding of the inputs and the upstream gradient (harness.compare.rounding; of
   x - row max for the inputs the op declares ``shift_by_max``), which the tolerance allows;
 - case ids ``op:M=..,N=..,dtype=..,layout=..,[wide=..,]values=..,<scalars>,[ignored=..,]seed=..``.
+A dim the declaration derives (``OpDecl.derived``: D = 2 R, a table of S + 40 rows) is computed
+from the drawn ones wherever a case is made, and never drawn itself.
 Any method can be overridden in a subclass (``class MyOp(DeclaredOp)``) like any OpSpec's.
 """
 
@@ -76,6 +78,7 @@ class DeclaredOp(OpSpec):
         self.__doc__ = decl.doc or self.__doc__
         tensors = [i for i in decl.inputs if not isinstance(i, Scalar)]
         self.dims = tuple(dict.fromkeys(d for i in tensors for d in i.shape))
+        self.free_dims = tuple(d for d in self.dims if d not in decl.derived)  # drawn; the others computed
         rank = max(len(i.shape) for i in tensors)
         self.inner = {i.shape[-1] for i in tensors if len(i.shape) == rank}  # the row length; other dims count rows
         self.scalars = tuple(i for i in decl.inputs if isinstance(i, Scalar))
@@ -99,15 +102,24 @@ class DeclaredOp(OpSpec):
         limit = (MAX_INNER if dim in self.inner else MAX_ROWS).get(backend, MAX_ROWS["interpreter"])
         return min(limit, self.decl.max_size.get(dim, limit), BUDGET.get(backend, BUDGET["interpreter"]))
 
+    def complete(self, sizes: dict[str, int]) -> dict[str, int]:
+        """The drawn dims' sizes with the declaration's derived dims computed from them, in dims order."""
+        out = {d: sizes[d] for d in self.free_dims}
+        for d, f in self.decl.derived.items():
+            out[d] = int(f(dict(out)))
+        return {d: out[d] for d in self.dims}
+
     def fit(self, sizes: dict[str, int], backend: str, keep: str | None = None) -> dict[str, int]:
-        """Shrink the dims other than ``keep`` (rows first) until every input is within budget."""
+        """Shrink the drawn dims other than ``keep`` (rows first) until every input is within budget."""
         budget = BUDGET.get(backend, BUDGET["interpreter"])
-        sizes = {d: max(1, min(s, self.max_size(d, backend))) for d, s in sizes.items()}
+        sizes = self.complete({d: max(1, min(s, self.max_size(d, backend))) for d, s in sizes.items()
+                               if d not in self.decl.derived})
         for inp in (i for i in self.decl.inputs if not isinstance(i, Scalar)):
             for d in sorted(inp.shape, key=lambda d: (d == keep, d in self.inner)):
                 total = math.prod(sizes[x] for x in inp.shape)
-                if total > budget:
+                if total > budget and d not in self.decl.derived:
                     sizes[d] = max(1, sizes[d] * budget // total)
+                    sizes = self.complete(sizes)
         return sizes
 
     def case(self, sizes: dict[str, int], dtype: torch.dtype, layout: str, kind: str,
@@ -133,11 +145,11 @@ class DeclaredOp(OpSpec):
     def floor_cases(self, *, backend: str) -> list[Case]:
         sizes = FLOOR_SIZES + (FLOOR_SIZES_GPU if backend == "cuda" else ())
         shapes: list[dict[str, int]] = []
-        for dim in self.dims:
+        for dim in self.free_dims:
             for s in sorted(set(sizes) | set(self.decl.special_sizes.get(dim, ()))):
                 if s > self.max_size(dim, backend):
                     continue
-                shape = self.fit({d: (s if d == dim else COMPANION) for d in self.dims}, backend, keep=dim)
+                shape = self.fit({d: (s if d == dim else COMPANION) for d in self.free_dims}, backend, keep=dim)
                 if shape not in shapes:
                     shapes.append(shape)
         kinds = self.decl.value_kinds
@@ -218,8 +230,8 @@ class DeclaredOp(OpSpec):
         for li, layout, k, name, dims in stretched:
             if layout == layouts.INDEX_WIDTH_COLS and len(dims) == 1:
                 continue
-            sizes = {d: (INDEX_WIDTH_INNER if d in self.inner else INDEX_WIDTH_ROWS)[j % 3] for d in self.dims}
-            sizes = {d: max(1, min(n, self.max_size(d, "cuda"))) for d, n in sizes.items()}
+            sizes = {d: (INDEX_WIDTH_INNER if d in self.inner else INDEX_WIDTH_ROWS)[j % 3] for d in self.free_dims}
+            sizes = self.complete({d: max(1, min(n, self.max_size(d, "cuda"))) for d, n in sizes.items()})
             if sizes[dims[layouts.index_width_dim(layout, len(dims))]] < layouts.INDEX_WIDTH_MIN:
                 continue  # the declaration caps that dim below what the layout needs
             scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
@@ -232,7 +244,13 @@ class DeclaredOp(OpSpec):
 
     def validate_case(self, case: Case) -> None:
         """The layout is one of the op's (or an index-width one, with a ``wide`` input it can
-        stretch); the other parameters are checked where they are used."""
+        stretch); a derived dim must be what the drawn ones make it; the other parameters are
+        checked where they are used."""
+        drawn = {d: case.get(d) for d in self.free_dims}
+        if self.decl.derived and all(isinstance(n, int) and not isinstance(n, bool) for n in drawn.values()):
+            for d, n in self.complete(drawn).items():
+                if d in self.decl.derived and case.get(d) != n:
+                    raise UsageError(f"--case {case.id}: {d}={case.get(d)} is not allowed; the other dims make {d}={n}")
         layout = case.get("layout")
         allowed = self.layouts + layouts.INDEX_WIDTH_LAYOUTS
         if layout not in allowed:
@@ -248,11 +266,11 @@ class DeclaredOp(OpSpec):
         @st.composite
         def cases(draw):
             sizes = {}
-            for dim in sorted(self.dims, key=lambda d: d not in self.inner):
+            for dim in sorted(self.free_dims, key=lambda d: d not in self.inner):
                 top = self.max_size(dim, backend)
                 special = sorted(set(strategies.boundary_sizes(max_value=top)) | set(self.decl.special_sizes.get(dim, ())))
                 sizes[dim] = draw(strategies.sizes(max_value=top, special=special))
-            sizes = self.fit({d: sizes[d] for d in self.dims}, backend, keep=next(iter(self.inner)))
+            sizes = self.fit(sizes, backend, keep=next(iter(self.inner)))
             scalars = {s.name: draw(st.sampled_from(s.values)) for s in self.scalars}
             ignored = draw(st.sampled_from(IGNORED)) if self.ignorable is not None else None
             return self.case(

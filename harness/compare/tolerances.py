@@ -69,8 +69,12 @@ LOW_PRECISION = (torch.float16, torch.bfloat16)
 # DTYPE arithmetic loses more than the op's model by design, e.g. ("float32", 64) for an fp32
 # softmax computed as exp(x - logsumexp(x)), whose exp inherits a rounding of |x| rather than of
 # |x - max|. "input": 8 roundings of the input dtype where that is fp16 or bf16 (intermediates
-# rounded to the input dtype).
-PRECISION_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# rounded to the input dtype). ("tfloat32", N): N roundings of TF32 (a 10-bit mantissa, unit
+# roundoff 2^-11: what a GPU's tl.dot computes fp32 products in by default) on the terms of fp32
+# cases only, counted as 2^13 fp32 roundings each.
+PRECISION_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+                    "tfloat32": torch.float32}
+FORMAT_UNIT_ROUNDOFF = {"tfloat32": 2.0**-11}  # formats without a torch dtype of their own
 MAX_DECLARED_ROUNDINGS = 4096.0  # beyond that a declaration waives the check rather than bounds it
 
 
@@ -82,6 +86,10 @@ def declared_roundings(precision, in_dtype: torch.dtype) -> tuple[float, torch.d
     if precision == "input":
         return (DECLARED_ULPS if in_dtype in LOW_PRECISION else 0.0), in_dtype
     name, count = precision
+    if name in FORMAT_UNIT_ROUNDOFF:  # a format without a dtype: counted in roundings of the one it narrows
+        if in_dtype != PRECISION_DTYPES[name]:
+            return 0.0, in_dtype
+        return float(count) * FORMAT_UNIT_ROUNDOFF[name] / UNIT_ROUNDOFF[in_dtype], in_dtype
     return float(count), PRECISION_DTYPES[name]
 
 

@@ -20,7 +20,12 @@ Input roles:
   ``ignore`` naming a :class:`Scalar`, rows may carry that value instead (none, some or all
   rows ignored: the case parameter ``ignored``); the forward check of an all-ignored case is
   recorded as ``all_ignored``.
-- :class:`Scalar`: a plain Python parameter; ``values`` are the ones cases draw.
+- :class:`Scalar`: a plain Python parameter; ``values`` are the ones cases draw: ints, floats, or
+  names of a mode (``Scalar("activation", ("none", "relu"))``: letters, digits and ``_``).
+
+A dim may be computed from the others instead of drawn (``derived``): a head dim that is twice
+the cos table's width, ``derived={"D": lambda s: 2 * s["R"]}``. The floor and the strategy draw
+the other dims and every case carries the computed one.
 """
 
 from __future__ import annotations
@@ -76,8 +81,14 @@ class Scalar:
     values: tuple[int | float, ...]
 
     def __post_init__(self) -> None:
-        if not self.values or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in self.values):
-            raise RegistryError(f"Scalar {self.name!r}: values must be a non-empty tuple of ints or floats")
+        def ok(v) -> bool:
+            if isinstance(v, str):
+                return v.replace("_", "a").isalnum()  # a mode's name, as a case id holds it
+            return not isinstance(v, bool) and isinstance(v, (int, float))
+
+        if not self.values or not all(ok(v) for v in self.values):
+            raise RegistryError(f"Scalar {self.name!r}: values must be a non-empty tuple of ints, floats or mode names "
+                                f"(letters, digits, _), got {self.values!r}")
 
 
 Input = Tensor | Index | Scalar
@@ -113,6 +124,8 @@ class OpDecl:
     # optional overrides: sizes the floor and the strategy favour for a dim, its largest value
     special_sizes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     max_size: dict[str, int] = dataclasses.field(default_factory=dict)
+    # dims computed from the drawn ones, in order: {dim: f(sizes) -> int} (module docstring)
+    derived: dict[str, Callable[[dict[str, int]], int]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "output", _dims(self.output))
@@ -141,6 +154,11 @@ class OpDecl:
         ]
         if missing:
             raise RegistryError(f"op {self.name!r}: dimension(s) {missing} appear in no input's shape")
+        if not isinstance(self.derived, dict) or any(d not in dims or not callable(f) for d, f in self.derived.items()):
+            raise RegistryError(f"op {self.name!r}: derived={self.derived!r} must map dims of the inputs "
+                                f"({sorted(dims)}) to functions of the other dims' sizes")
+        if dims and set(self.derived) >= dims:
+            raise RegistryError(f"op {self.name!r}: every dim is derived; at least one must be drawn")
 
     @property
     def grad_checks(self) -> tuple[str, ...]:

@@ -40,7 +40,9 @@ class Contract:
     ``precision=(DTYPE, N)`` declares that the kernel's DTYPE arithmetic ("float32", "float16",
     "bfloat16") loses up to N roundings of DTYPE on the terms, on every case, e.g.
     ``("float32", 64)`` for a softmax computed in fp32 as exp(x - logsumexp(x)); each record it
-    widens says so (``declared_precision``).
+    widens says so (``declared_precision``). ``("tfloat32", N)``: N TF32 roundings (2^-11 each) on
+    the fp32 cases, for products taken in TF32 (a GPU's default tl.dot on fp32), e.g.
+    ``("tfloat32", 2)``: a and b.
     ``rule``: a function of the kernel's arguments that returns why they fall outside the
     contract (a string), or None inside it, for limits the fields above cannot say (``V >= 2``).
     """
