@@ -20,7 +20,9 @@ Input roles:
   ``ignore`` naming a :class:`Scalar`, rows may carry that value instead (none, some or all
   rows ignored: the case parameter ``ignored``); the forward check of an all-ignored case is
   recorded as ``all_ignored``.
-- :class:`Scalar`: a plain Python parameter; ``values`` are the ones cases draw.
+- :class:`Scalar`: a plain Python parameter; ``values`` are the ones cases draw: ints and
+  floats, or bools only (a flag such as ``causal``), which a case id writes ``true`` / ``false``
+  and the kernel receives as ``True`` / ``False``.
 """
 
 from __future__ import annotations
@@ -73,11 +75,30 @@ class Index:
 @dataclasses.dataclass(frozen=True)
 class Scalar:
     name: str
-    values: tuple[int | float, ...]
+    values: tuple[int | float, ...] | tuple[bool, ...]
 
     def __post_init__(self) -> None:
-        if not self.values or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in self.values):
-            raise RegistryError(f"Scalar {self.name!r}: values must be a non-empty tuple of ints or floats")
+        flags = bool(self.values) and all(isinstance(v, bool) for v in self.values)
+        if not flags and (not self.values or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                                 for v in self.values)):
+            raise RegistryError(f"Scalar {self.name!r}: values must be a non-empty tuple of ints or floats, "
+                                "or of bools only")
+
+    @property
+    def is_flag(self) -> bool:
+        return isinstance(self.values[0], bool)
+
+    def to_case(self, value: Any) -> int | float | str:
+        """The value as a case parameter: a bool as ``true`` / ``false`` (case ids hold no bools)."""
+        return ("true" if value else "false") if self.is_flag else value
+
+    def from_case(self, value: Any) -> Any:
+        """A case parameter back as the kernel's argument (``true`` / ``false`` -> bool)."""
+        if not self.is_flag:
+            return value
+        if value not in ("true", "false"):
+            raise RegistryError(f"Scalar {self.name!r} is a flag: its case value must be true or false, got {value!r}")
+        return value == "true"
 
 
 Input = Tensor | Index | Scalar
