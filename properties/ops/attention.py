@@ -68,13 +68,13 @@ SCALES = (0.125, 0.3)  # never 1: a scale applied twice must show
 FLOOR_SHAPES = (
     (1, 1, 1, 1, 1, 16),  # the smallest: one query, one key
     (1, 2, 1, 1, 17, 32),  # decode over a short cache, MQA
-    (2, 4, 2, 1, 257, 16),  # decode over a long cache, GQA: 17 key blocks, the last of one key
+    (1, 4, 2, 1, 257, 16),  # decode over a long cache, GQA: 17 key blocks, the last of one key
     (1, 2, 2, 17, 17, 40),  # D = 40 in a 64-wide tile; S = T one past a block
     (2, 3, 1, 17, 33, 64),  # chunked prefill, MQA with G = 3
     (1, 4, 2, 16, 16, 32),  # exactly one block each way
     (1, 2, 1, 33, 17, 16),  # S > T: the first 16 rows see no key under causal
     (1, 1, 1, 5, 257, 32),  # a small chunk at the end of a long context
-    (1, 2, 1, 257, 257, 16),  # S = T = 257
+    (1, 1, 1, 257, 257, 16),  # S = T = 257
     (1, 2, 2, 65, 64, 64),  # S = T + 1: one row without keys, at a block edge
     (3, 2, 2, 7, 7, 16),  # B = 3
     (1, 6, 2, 31, 47, 40),  # G = 3, nothing aligned
