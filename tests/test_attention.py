@@ -186,3 +186,14 @@ def test_causal_must_be_a_bool():
     x = torch.ones(1, 1, 2, 16)
     with pytest.raises(TypeError, match="causal must be a bool"):
         k.attention(x, x, x, 1, 0.25)
+
+
+def test_the_bench_implementations_agree_on_a_small_input():
+    """bench/attention.py: SDPA with the bottom-right mask and the project kernel give one result
+    (on a GPU the same comparison runs at the workloads' sizes)."""
+    import bench.attention as ba
+
+    inputs = ba._make(1, 4, 2, 5, 19, 16, True, torch.float32)("cpu")
+    results = [fn(*inputs.args) for fn in ba.implementations().values()]
+    torch.testing.assert_close(results[0], results[1], atol=1e-5, rtol=1e-5)
+    assert {w.quick for w in ba.workloads()} == {True, False}
