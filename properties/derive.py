@@ -128,7 +128,8 @@ class DeclaredOp(OpSpec):
         if wide is not None:
             params[layouts.WIDE] = wide
         params["values"] = kind
-        params.update(scalars)
+        declared = {s.name: s for s in self.scalars}  # a flag is written true / false
+        params.update({k: declared[k].to_case(v) if k in declared else v for k, v in scalars.items()})
         if self.ignorable is not None:
             n_rows = math.prod(sizes[d] for d in self.ignorable.shape)
             ignored = ignored if n_rows > 1 or ignored == "all" else "none"
@@ -292,7 +293,7 @@ class DeclaredOp(OpSpec):
         k = 0  # the tensor inputs' count, for the mixed layout
         for inp in self.decl.inputs:
             if isinstance(inp, Scalar):
-                args.append(case[inp.name])
+                args.append(inp.from_case(case[inp.name]))
                 continue
             shape = tuple(sizes[d] for d in inp.shape)
             if isinstance(inp, Index):

@@ -20,8 +20,10 @@ Input roles:
   ``ignore`` naming a :class:`Scalar`, rows may carry that value instead (none, some or all
   rows ignored: the case parameter ``ignored``); the forward check of an all-ignored case is
   recorded as ``all_ignored``.
-- :class:`Scalar`: a plain Python parameter; ``values`` are the ones cases draw: ints, floats, or
-  names of a mode (``Scalar("activation", ("none", "relu"))``: letters, digits and ``_``).
+- :class:`Scalar`: a plain Python parameter; ``values`` are the ones cases draw: ints, floats,
+  names of a mode (``Scalar("activation", ("none", "relu"))``: letters, digits and ``_``), or bools
+  only (a flag such as ``causal``), which a case id writes ``true`` / ``false`` and the kernel
+  receives as ``True`` / ``False``.
 
 A dim may be computed from the others instead of drawn (``derived``): a head dim that is twice
 the cos table's width, ``derived={"D": lambda s: 2 * s["R"]}``. The floor and the strategy draw
@@ -78,7 +80,7 @@ class Index:
 @dataclasses.dataclass(frozen=True)
 class Scalar:
     name: str
-    values: tuple[int | float, ...]
+    values: tuple[int | float, ...] | tuple[bool, ...]
 
     def __post_init__(self) -> None:
         def ok(v) -> bool:
@@ -86,9 +88,26 @@ class Scalar:
                 return v.replace("_", "a").isalnum()  # a mode's name, as a case id holds it
             return not isinstance(v, bool) and isinstance(v, (int, float))
 
-        if not self.values or not all(ok(v) for v in self.values):
+        flags = bool(self.values) and all(isinstance(v, bool) for v in self.values)
+        if not flags and (not self.values or not all(ok(v) for v in self.values)):
             raise RegistryError(f"Scalar {self.name!r}: values must be a non-empty tuple of ints, floats or mode names "
-                                f"(letters, digits, _), got {self.values!r}")
+                                f"(letters, digits, _), or of bools only, got {self.values!r}")
+
+    @property
+    def is_flag(self) -> bool:
+        return isinstance(self.values[0], bool)
+
+    def to_case(self, value: Any) -> int | float | str:
+        """The value as a case parameter: a bool as ``true`` / ``false`` (case ids hold no bools)."""
+        return ("true" if value else "false") if self.is_flag else value
+
+    def from_case(self, value: Any) -> Any:
+        """A case parameter back as the kernel's argument (``true`` / ``false`` -> bool)."""
+        if not self.is_flag:
+            return value
+        if value not in ("true", "false"):
+            raise RegistryError(f"Scalar {self.name!r} is a flag: its case value must be true or false, got {value!r}")
+        return value == "true"
 
 
 Input = Tensor | Index | Scalar
