@@ -73,4 +73,5 @@ def test_declaration_errors_name_the_fix():
     with pytest.raises(RegistryError, match="mode names"):
         Scalar("mode", ("gelu tanh",))
     with pytest.raises(RegistryError, match="mode names"):
-        Scalar("flag", (True, False))
+        Scalar("flag", (True, 1))  # bools only, or no bools: a flag is not a number
+    assert Scalar("flag", (True, False)).is_flag
