@@ -26,8 +26,9 @@ p = exp(s - lse) for the G query heads of its group and every query block that s
     dk += ds^T q;   dq += scale * ds k       (dq: fp32, accumulated with atomics across key blocks)
 
 and dk = scale * dk. Every load is upcast to fp32 before any arithmetic and each tl.dot is
-IEEE fp32 (no TF32; also what keeps bf16 right in the Triton interpreter). Offsets of the batch
-and head are int64.
+IEEE fp32 (no TF32; also what keeps bf16 right in the Triton interpreter). Every offset is
+int64: the batch and head, and the row, key and head-dim indices too (a head-dim or sequence
+stride times its index can pass 2^31 on a strided view).
 
 Contract (checked before anything is allocated or launched): q, k, v of one dtype among
 fp32/fp16/bf16 on one device (CUDA, or the CPU under TRITON_INTERPRET=1), any strides; q 4-D
@@ -76,8 +77,8 @@ def _attention_forward(
     b = bh // HQ
     h = bh % HQ
     hkv = h // G
-    rows = start_m + tl.arange(0, BLOCK_M)
-    dims = tl.arange(0, BLOCK_D)
+    rows = (start_m + tl.arange(0, BLOCK_M)).to(tl.int64)
+    dims = tl.arange(0, BLOCK_D).to(tl.int64)
     row_ok = rows < S
     dim_ok = dims < D
     q = tl.load(Q + b * stride_qb + h * stride_qh + rows[:, None] * stride_qs + dims[None, :] * stride_qd,
@@ -92,7 +93,7 @@ def _attention_forward(
     if CAUSAL:
         end = tl.minimum(T, start_m + BLOCK_M + offset)
     for start_n in range(0, end, BLOCK_N):
-        cols = start_n + tl.arange(0, BLOCK_N)
+        cols = (start_n + tl.arange(0, BLOCK_N)).to(tl.int64)
         col_ok = cols < T
         kt = tl.load(k_base + cols[None, :] * stride_kt + dims[:, None] * stride_kd,
                      mask=col_ok[None, :] & dim_ok[:, None], other=0.0).to(tl.float32)
@@ -146,8 +147,8 @@ def _attention_backward(
     bh = tl.program_id(1).to(tl.int64)
     b = bh // HKV
     hkv = bh % HKV
-    cols = start_n + tl.arange(0, BLOCK_N)
-    dims = tl.arange(0, BLOCK_D)
+    cols = (start_n + tl.arange(0, BLOCK_N)).to(tl.int64)
+    dims = tl.arange(0, BLOCK_D).to(tl.int64)
     col_ok = cols < T
     dim_ok = dims < D
     kv_mask = col_ok[:, None] & dim_ok[None, :]
@@ -167,7 +168,7 @@ def _attention_backward(
         do_base = DO + b * stride_dob + h * stride_doh
         row_base = (b * HKV * G + h) * S
         for start_m in range(first, S, BLOCK_M):
-            rows = start_m + tl.arange(0, BLOCK_M)
+            rows = (start_m + tl.arange(0, BLOCK_M)).to(tl.int64)
             row_ok = rows < S
             q_mask = row_ok[:, None] & dim_ok[None, :]
             q = tl.load(q_base + rows[:, None] * stride_qs + dims[None, :] * stride_qd, mask=q_mask,

@@ -23,6 +23,7 @@ from properties import checks, layouts
 
 SMALL = 2**10
 OPS = ("rmsnorm", "layer_norm", "softmax", "swiglu", "cross_entropy", "fused_linear_cross_entropy")
+LATER_OPS = ("rope", "matmul", "attention")  # their stretched inputs: test_declared_ops_index_width below
 ARG_NAMES = {"rmsnorm": ["x", "gamma", "eps"], "fused_linear_cross_entropy": ["x", "weight", "target", "ignore_index"]}
 
 
@@ -148,6 +149,9 @@ def test_cuda_floor_stretches_every_float_input_in_both_layouts_and_the_interpre
     ("swiglu", {"a", "b", "upstream"}, {"a", "b", "upstream"}),
     ("cross_entropy", {"logits", "target"}, {"logits"}),  # a scalar upstream gradient; the int64 target: rows
     ("fused_linear_cross_entropy", {"x", "weight", "target"}, {"x", "weight"}),
+    ("rope", {"x", "cos", "sin", "upstream"}, {"x", "cos", "sin", "upstream"}),
+    ("matmul", {"a", "b", "bias", "upstream"}, {"a", "b", "upstream"}),  # bias is 1-D: rows only
+    ("attention", {"q", "k", "v", "upstream"}, {"q", "k", "v", "upstream"}),
 ])
 def test_the_stretched_inputs_are_every_tensor_input_and_the_upstream_gradient(op, rows, cols):
     cases = index_width(spec(op).floor_cases(backend="cuda"))
@@ -214,9 +218,24 @@ def mutants():
     return REGISTRY.select(kind="mutant", pattern="*")
 
 
+@pytest.mark.parametrize("op", LATER_OPS)
+def test_the_project_kernel_holds_a_stretched_input_of_each_layout(small, op):
+    """With the threshold shrunk the interpreter can run the GPU-only layouts: the project kernel
+    honours every stride (one case per layout; the overflow itself shows only on a GPU)."""
+    from harness.run.runner import run_case
+
+    s = spec(op)
+    entry = next(e for e in REGISTRY.select(kind="kernel", pattern="*") if e.op == op and e.origin == "project")
+    cases = index_width(s.floor_cases(backend="cuda"))
+    for layout in layouts.INDEX_WIDTH_LAYOUTS:
+        case = next(c for c in cases if c["layout"] == layout and c["wide"] != layouts.UPSTREAM)
+        run = run_case(s, entry, case, backend="interpreter", device="cpu")
+        assert run.records and all(r.passed for r in run.records), [r.message for r in run.records if not r.passed]
+
+
 def test_drop_int64_cast_mutants_are_scored_on_cuda_and_listed_apart_on_the_interpreter(mutants):
     dropped = [e for e in mutants if e.meta.get("operator") == "drop_int64_cast"]
-    assert {e.op for e in dropped} == set(OPS)
+    assert {e.op for e in dropped} == set(OPS) | set(LATER_OPS)
     for e in dropped:
         assert e.meta["backends"] == ["cuda"]
         assert campaign.observable_on(e, "cuda") and not campaign.observable_on(e, "interpreter")
@@ -224,7 +243,7 @@ def test_drop_int64_cast_mutants_are_scored_on_cuda_and_listed_apart_on_the_inte
 
 def test_each_op_has_a_gpu_only_int32_row_offset_catalog_mutant(mutants):
     found = {e.op: e for e in mutants if e.name == "cat.row_offset_int32"}
-    assert set(found) == set(OPS)
+    assert set(found) == set(OPS) | set(LATER_OPS)
     for e in found.values():
         assert e.origin == "catalog" and e.meta["operator"] == "catalog:index-width"
         assert campaign.observable_on(e, "cuda") and not campaign.observable_on(e, "interpreter")

@@ -83,15 +83,17 @@ class Scalar:
     values: tuple[int | float, ...] | tuple[bool, ...]
 
     def __post_init__(self) -> None:
-        def ok(v) -> bool:
-            if isinstance(v, str):
-                return v.replace("_", "a").isalnum()  # a mode's name, as a case id holds it
-            return not isinstance(v, bool) and isinstance(v, (int, float))
+        def kind(v) -> str | None:
+            if isinstance(v, bool):
+                return "flag"
+            if isinstance(v, str):  # a mode's name, as a case id holds it
+                return "mode" if v.replace("_", "a").isalnum() else None
+            return "number" if isinstance(v, (int, float)) else None
 
-        flags = bool(self.values) and all(isinstance(v, bool) for v in self.values)
-        if not flags and (not self.values or not all(ok(v) for v in self.values)):
-            raise RegistryError(f"Scalar {self.name!r}: values must be a non-empty tuple of ints, floats or mode names "
-                                f"(letters, digits, _), or of bools only, got {self.values!r}")
+        kinds = {kind(v) for v in self.values}
+        if len(kinds) != 1 or None in kinds:
+            raise RegistryError(f"Scalar {self.name!r}: values must be a non-empty tuple of ints and floats, of mode "
+                                f"names (letters, digits, _), or of bools only, got {self.values!r}")
 
     @property
     def is_flag(self) -> bool:

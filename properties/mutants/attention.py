@@ -9,6 +9,7 @@ mutant runs through the real wrapper and autograd code. ``why`` says how the bug
 from __future__ import annotations
 
 from harness.mutation.mutagen import register_catalog
+from properties.mutants import row_offset_int32
 
 MODULE = "kernels.attention"
 KERNEL = "triton_attention"
@@ -197,6 +198,12 @@ CATALOG = [
         "key blocks race on the same dq rows; only a GPU runs them at once (the interpreter runs "
         "programs in turn, so the sum is right there)",
         backends=["cuda"],
+    ),
+    row_offset_int32(
+        function=FORWARD,
+        old="dims = tl.arange(0, BLOCK_D).to(tl.int64)",
+        new="dims = tl.arange(0, BLOCK_D)",
+        what="the head-dim index left in int32 (dims * stride_qd, dims * stride_kd computed in int32)",
     ),
 ]
 
