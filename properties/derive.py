@@ -312,6 +312,8 @@ class DeclaredOp(OpSpec):
                     t = off_masked(t, logits, ignore)
             elif inp.values == "kind":
                 t = row_kinds.draw(kind, shape, dtype, gen).to(dtype)
+            elif inp.values == "mask":
+                t = values.additive_mask(shape, dtype, gen).to(dtype)
             elif inp.values == "gain":
                 t = values.gains(math.prod(shape), gen).reshape(shape).to(dtype)
             else:

@@ -6,6 +6,8 @@ backend and device. Gains and upstream gradients are never all ones.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 ROW_KINDS = ("normal", "zero_rows", "tiny", "huge", "mixed_scale", "nonfinite")
@@ -46,6 +48,21 @@ def rows(kind: str, m: int, n: int, dtype: torch.dtype, gen: torch.Generator) ->
 def gains(n: int, gen: torch.Generator) -> torch.Tensor:
     """A weight vector around 1 with random signs and sizes: never all ones."""
     return torch.randn(n, generator=gen, dtype=torch.float64) * 0.5 + 1.0
+
+
+def additive_mask(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """An additive attention-style mask: 0 where kept, -inf or finfo(dtype).min (the value
+    Hugging Face models fill with) where masked; row 0 a causal prefix, the others random, each
+    row with at least one kept entry, so the masked softmax of every row is defined."""
+    n = shape[-1]
+    m = math.prod(shape[:-1]) if len(shape) > 1 else 1
+    masked = torch.rand((m, n), generator=gen) < 0.4
+    masked[0] = torch.arange(n) > 0
+    keep = torch.randint(n, (m,), generator=gen)
+    keep[0] = 0
+    masked[torch.arange(m), keep] = False
+    fill = torch.where(torch.rand((m, n), generator=gen) < 0.5, float("-inf"), torch.finfo(dtype).min)
+    return torch.where(masked, fill.to(torch.float64), torch.zeros((m, n), dtype=torch.float64)).reshape(shape)
 
 
 def upstream(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:

@@ -15,7 +15,9 @@ cases, hypothesis strategy, layouts, inputs, gradients, tolerances, case ids). E
 Input roles:
 - :class:`Tensor`: a float tensor in the case's dtype. ``values="kind"`` follows the case's
   value kind (properties.row_kinds); ``"gain"`` is a weight around 1 with random signs and
-  sizes (never all ones); ``"normal"`` is N(0, 1) (e.g. a bias).
+  sizes (never all ones); ``"normal"`` is N(0, 1) (e.g. a bias); ``"mask"`` an additive mask
+  of 0 (kept) and -inf or the dtype's most negative value (masked), at least one entry kept per
+  row (properties.values.additive_mask).
 - :class:`Index`: an int64 tensor of class ids in ``[0, high)``, ``high`` a symbolic dim. With
   ``ignore`` naming a :class:`Scalar`, rows may carry that value instead (none, some or all
   rows ignored: the case parameter ``ignored``); the forward check of an all-ignored case is
@@ -37,7 +39,7 @@ from typing import Any, Callable
 
 from harness.errors import RegistryError
 
-VALUE_SOURCES = ("kind", "gain", "normal")
+VALUE_SOURCES = ("kind", "gain", "normal", "mask")
 
 
 def _dims(shape: str | tuple[str, ...]) -> tuple[str, ...]:

@@ -1,0 +1,39 @@
+"""Softmax of scaled, additively masked scores over the last dimension, reference in float64.
+
+    z_j = scale * x_j + mask_j,     p_j = exp(z_j - max(z)) / sum_k exp(z_k - max(z))   per row
+
+mask_j is 0 (kept) or -inf / a most negative value (masked); every row keeps an entry.
+Backward (the mask gets no gradient), with c = sum_k p_k dy_k:
+
+    dx_j = scale * p_j * (dy_j - c)
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def softmax_masked_reference(x: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
+    return torch.softmax(x.to(torch.float64) * scale + mask.to(torch.float64), dim=-1)
+
+
+def _relative_scale(x, mask, scale):
+    """(p, s): s_j bounds, in roundings, the relative error of any fp32 evaluation of p_j. The
+    exponent z_j - max carries a rounding of |scale x_j| (the product), of |scale x_max| (the
+    max's own product) and of |z_j - max| (the subtraction); the normaliser sums those with p."""
+    xs = x.to(torch.float64) * scale
+    z = xs + mask.to(torch.float64)
+    p = torch.softmax(z, dim=-1)
+    top = z.argmax(-1, keepdim=True)
+    own = (z.amax(-1, keepdim=True) - z) + xs.abs() + xs.gather(-1, top).abs()
+    weighted = torch.where(p > 0, p * own, 0.0)  # a masked entry: p = 0, own = inf
+    return p, torch.where(p > 0, 1.0 + own, 1.0) + weighted.sum(-1, keepdim=True)
+
+
+def softmax_masked_magnitudes(x, mask, scale, dy):
+    """(forward, dx) term sizes: p_j s_j, and |scale| (p_j s_j (|dy_j| + |c|) + p_j sum_k p_k s_k |dy_k|)."""
+    p, s = _relative_scale(x, mask, scale)
+    dyf = dy.to(torch.float64)
+    c = (p * dyf).sum(-1, keepdim=True)
+    dx = abs(scale) * (p * s * (dyf.abs() + c.abs()) + p * (p * s * dyf.abs()).sum(-1, keepdim=True))
+    return p * s, dx
