@@ -31,7 +31,10 @@ The cases, the float64 oracle and the error model are those of every declared op
 - value kinds: the row kinds every op gets (values.ROW_KINDS); where the reference is invariant
   to shifting a float input's rows (softmax, log-softmax), also the logit kinds and
   ``shift_by_max`` for that input; where it is invariant to shifting and scaling them (a
-  normalisation), the normalisation kinds.
+  normalisation), the normalisation kinds, and the terms grow to what cancelling the rows'
+  offset costs: the reference's response to a relative move of that input's elements (a
+  layer norm's |x| / std, where the hand declaration, properties/ops/layer_norm.py, says the
+  centred row in units of the offset it cancels).
 """
 
 from __future__ import annotations
@@ -124,13 +127,14 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
     kinds_ = value_kinds or (values.ROW_KINDS + (row_kinds.LOGITS if shift else ())
                              + (row_kinds.NORMALISATION if norm else ()))
     magnitude = magnitude or fn
+    cancels = [names.index(n) for n in norm]
     decl = OpDecl(
         name=name,
         signature=_signature(inputs, out_names, base),
         inputs=tuple(inputs),
         output=(),  # the output's shape is read from the reference (ReferenceOp.output_dims)
         reference=trial.call,
-        terms=lambda *a: (_terms(trial, magnitude, a[:-1]),) + (None,) * sum(
+        terms=lambda *a: (_terms(trial, magnitude, a[:-1], cancels),) + (None,) * sum(
             isinstance(i, Tensor) and i.differentiable for i in inputs),
         reduces=tuple(dict.fromkeys(dims.values())) if reduces is None else tuple(reduces),
         shift_by_max=tuple(shift),
@@ -151,7 +155,8 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
 # --- inference -------------------------------------------------------------------------------
 
 def _names(fn: Callable, n: int) -> list[str]:
-    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    forward = getattr(fn, "forward", None)  # an nn.Module, or a wrapper of one that keeps its forward
+    target = forward if callable(forward) and not inspect.isroutine(fn) else fn
     try:
         params = list(inspect.signature(target).parameters.values())
     except (TypeError, ValueError):
@@ -333,17 +338,50 @@ def _invariances(trial: _Trial, names, kinds, base) -> tuple[list[str], list[str
     return shift, norm
 
 
-def _terms(trial: _Trial, magnitude: Callable, args) -> torch.Tensor:
+def _terms(trial: _Trial, magnitude: Callable, args, cancels: list[int] = ()) -> torch.Tensor:
     with torch.no_grad():
         result = trial.call(*args).abs()
         absolute = [a.abs() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
         try:
             sized = magnitude(*absolute).abs()
         except Exception:  # noqa: BLE001 - the magnitude is a bound only; |result| stands in
-            return result
-    if sized.shape != result.shape:
-        return result
-    return torch.fmax(result, torch.where(torch.isfinite(sized), sized, torch.zeros_like(sized)))
+            sized = result
+        if sized.shape != result.shape:
+            sized = result
+        out = torch.fmax(result, torch.where(torch.isfinite(sized), sized, torch.zeros_like(sized)))
+        if cancels:
+            out = torch.fmax(out, _cancelled(trial, args, cancels, result))
+    return out
+
+
+SENSITIVITY_STEP = 2.0 ** -20
+SENSITIVITY_COPIES = 4
+
+
+def _cancelled(trial: _Trial, args, positions: list[int], result: torch.Tensor) -> torch.Tensor:
+    """For the inputs whose row offset the reference cancels (a normalisation): per output
+    element, the largest response to moving each of their elements by a relative step of +-h,
+    over a few seeded sign patterns, divided by h. A kernel cancels the offset in fp32 (x - mean
+    of a row 1e4 + N(0, 1)): its rounding is a few ulps of the offset, scaled up by 1 / std, the
+    size this estimates; the oracle's spread measures it at the inputs' own rounding only."""
+    base = trial.call(*args)
+    gen = torch.Generator().manual_seed(TRIAL_SEED)
+    worst = torch.zeros_like(result)
+    for p in positions:
+        t = args[p]
+        for _ in range(SENSITIVITY_COPIES):
+            sign = 1.0 - 2.0 * (torch.rand(t.shape, generator=gen, dtype=torch.float64) < 0.5).to(torch.float64)
+            moved = list(args)
+            moved[p] = t * (1.0 + SENSITIVITY_STEP * sign.to(t.device))
+            try:
+                out = trial.call(*moved)
+            except Exception:  # noqa: BLE001 - a bound only
+                continue
+            if out.shape != base.shape:
+                continue
+            d = (out.to(torch.float64) - base.to(torch.float64)).abs() / SENSITIVITY_STEP
+            worst = torch.maximum(worst, torch.where(torch.isfinite(d), d, torch.zeros_like(d)))
+    return worst
 
 
 def _signature(inputs, out_names, base) -> str:
