@@ -254,7 +254,7 @@ def use_in_verify(args) -> None:
     plugin = out / f"{op_name(problem)}__{kernel_name(candidate)}.py"
     REGISTRY._loading_plugin = str(plugin)  # the kernel is this plugin's, in every process
     try:
-        op = declare(problem, candidate)
+        op = declare(args.reference, args.candidate)  # messages name the files as given
     finally:
         REGISTRY._loading_plugin = None
     out.mkdir(parents=True, exist_ok=True)
