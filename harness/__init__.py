@@ -1,7 +1,8 @@
 """Correctness harness and differential tester for Triton kernels.
 
 Public plugin API: ``register_kernel``, ``register_mutant``, ``Contract``, and to declare an op:
-``register_op``, ``OpDecl``, ``Tensor``, ``Index``, ``Scalar`` (see docs/declaring-ops.md).
+``register_op``, ``OpDecl``, ``Tensor``, ``Index``, ``Scalar``, or from a torch function and example
+inputs, ``from_reference`` (see docs/declaring-ops.md).
 They are imported on first use, so ``python -m harness`` starts its launcher
 (harness/launcher.py) without importing torch.
 """
@@ -21,6 +22,7 @@ _API = {
     "Tensor": "harness.registry.declare",
     "Index": "harness.registry.declare",
     "Scalar": "harness.registry.declare",
+    "from_reference": "properties.reference",
 }
 
 __all__ = sorted(_API)

@@ -143,16 +143,24 @@ class DeclaredOp(OpSpec):
         params["seed"] = seed
         return Case.of(self.name, **params)
 
-    def floor_cases(self, *, backend: str) -> list[Case]:
+    def floor_shapes(self, backend: str, dims: tuple[str, ...] | None = None,
+                     base: dict[str, int] | None = None) -> list[dict[str, int]]:
+        """Each of ``dims`` (default: the drawn ones) in turn at the floor sizes, the other drawn
+        dims at ``base`` (default: COMPANION for each), within the backend's budget."""
         sizes = FLOOR_SIZES + (FLOOR_SIZES_GPU if backend == "cuda" else ())
+        base = base or {d: COMPANION for d in self.free_dims}
         shapes: list[dict[str, int]] = []
-        for dim in self.free_dims:
+        for dim in self.free_dims if dims is None else dims:
             for s in sorted(set(sizes) | set(self.decl.special_sizes.get(dim, ()))):
                 if s > self.max_size(dim, backend):
                     continue
-                shape = self.fit({d: (s if d == dim else COMPANION) for d in self.free_dims}, backend, keep=dim)
+                shape = self.fit(dict(base, **{dim: s}), backend, keep=dim)
                 if shape not in shapes:
                     shapes.append(shape)
+        return shapes
+
+    def floor_cases(self, *, backend: str) -> list[Case]:
+        shapes = self.floor_shapes(backend)
         kinds = self.decl.value_kinds
         cases, i = [], 0
         for d, dtype in enumerate(strategies.DTYPES):
@@ -314,7 +322,7 @@ class DeclaredOp(OpSpec):
                 drawn.setdefault(shape, t)
             args.append(layouts.place(t, layouts.for_input(layout, k, inp.name, wide), device))
             k += 1
-        out_shape = tuple(sizes[d] for d in self.decl.output)
+        out_shape = tuple(n for _, n in self.output_dims(sizes))
         if out_shape:
             upstream = layouts.place(values.upstream(out_shape, gen).to(dtype),
                                      layouts.for_input(layout, -1, layouts.UPSTREAM, wide), device)
@@ -415,7 +423,7 @@ class DeclaredOp(OpSpec):
         declared = max((sizes[d] for d in self.decl.reduces), default=1)
         out = [declared]
         for inp in self.decl.differentiable:
-            missing = [sizes[d] for d in self.decl.output if d not in inp.shape]
+            missing = [n for d, n in self.output_dims(sizes) if d not in inp.shape]
             out.append(max(declared, math.prod(missing)))
         return out
 
@@ -450,7 +458,11 @@ class DeclaredOp(OpSpec):
     def forward_meta(self, inputs: OpInputs) -> Meta:
         sizes = self.sizes(inputs)
         first = next(a for i, a in zip(self.decl.inputs, inputs.args) if isinstance(i, Tensor))
-        return Meta(tuple(sizes[d] for d in self.decl.output), first.dtype)
+        return Meta(tuple(n for _, n in self.output_dims(sizes)), first.dtype)
+
+    def output_dims(self, sizes: dict[str, int]) -> list[tuple[str | None, int]]:
+        """The output's axes: (the dim it is, None for a fixed one; its size)."""
+        return [(d, sizes[d]) for d in self.decl.output]
 
 
 def classes(shape: tuple[int, ...], high: int, ignore: int | None, ignored: str, gen: torch.Generator) -> torch.Tensor:

@@ -8,6 +8,7 @@ It is the pytest id, the report key and the ``--case`` argument that re-runs the
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 from typing import Any
 
@@ -76,12 +77,23 @@ def _parse_scalar(text: str) -> Scalar:
     return text
 
 
+# A generated plugin file (absolute path) -> the options that made it, which choose the op and
+# the kernel themselves (harness.kernelbench: --reference PROBLEM --candidate SOLUTION).
+GENERATED_PLUGINS: dict[str, tuple[str, ...]] = {}
+
+
 def repro_command(case: Case, *, kernel: str, backend: str, plugins: tuple[str, ...] = (), command: str = "verify",
                   options: list[str] | tuple[str, ...] = ()) -> str:
     """The one-line command that re-runs exactly this case for this kernel (``command``
     ``mutate`` for a mutant, which ``verify`` never runs; ``options``: more of its arguments)."""
-    words = ["python", "-m", "harness", command, "--op", case.op, "--select", kernel, "--case", case.id]
-    words += ["--backend", backend]
+    made = [GENERATED_PLUGINS[os.path.abspath(p)] for p in plugins if os.path.abspath(p) in GENERATED_PLUGINS]
+    words = ["python", "-m", "harness", command]
+    if not (made and command == "verify"):
+        words += ["--op", case.op, "--select", kernel]
+    words += ["--case", case.id, "--backend", backend]
     for p in plugins:
-        words += ["--plugin", p]
+        if made and command == "verify" and os.path.abspath(p) in GENERATED_PLUGINS:
+            words += GENERATED_PLUGINS[os.path.abspath(p)]
+        else:
+            words += ["--plugin", p]
     return shlex.join([*words, *options])

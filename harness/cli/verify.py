@@ -18,6 +18,11 @@ EXAMPLE = "python -m harness verify --plugin my_kernels.py --select 'my_*' --bac
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_selection(p)
+    p.add_argument("--reference", metavar="PROBLEM.py", default=None,
+                   help="a KernelBench problem file (Model, get_inputs, get_init_inputs): verify --candidate's ModelNew "
+                        "against Model's forward in float64 (harness.kernelbench)")
+    p.add_argument("--candidate", metavar="SOLUTION.py", default=None,
+                   help="with --reference: the file defining ModelNew, built with the same constructor arguments")
     p.add_argument("--case", metavar="CASE_ID", help="re-run exactly one case (the id printed in reports)")
     p.add_argument("--timeout", type=float, default=DEFAULTS.job_timeout_s, metavar="SECONDS", help="per-kernel time limit")
     p.add_argument("--shards", type=common.at_least_one, default=None, metavar="K",
@@ -47,6 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.reference is not None or args.candidate is not None:
+        from harness import kernelbench
+
+        kernelbench.use_in_verify(args)  # the problem's op and the candidate as a plugin kernel of it
     if args.baseline is None:
         if args.max_drift_ulps is not None or args.require_bitwise:
             raise UsageError("--max-drift-ulps and --require-bitwise compare with a base revision: add --baseline REV")

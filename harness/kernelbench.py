@@ -1,0 +1,264 @@
+"""KernelBench problems: ``verify --reference problem.py --candidate solution.py``.
+
+A problem file defines ``Model(nn.Module)``, ``get_inputs()`` and ``get_init_inputs()``; a
+candidate file defines ``ModelNew``, built with the same constructor arguments. ``declare``
+makes the op with properties.reference.from_reference: the reference is Model's forward in
+float64, on weights made once from ``get_init_inputs()`` under a fixed seed and rounded to
+values that fp32, fp16 and bf16 all hold exactly (so the kernel in any dtype holds the very
+weights the reference uses), the inputs' dims found by trying the reference (``vary="auto"``:
+a batch dim the model takes at any size varies, a dim the weights fix does not), the forward
+only. The kernel is ModelNew with Model's weights copied in, cast to each case's dtype.
+
+``use_in_verify`` turns the two options into a generated plugin file (``REPORT_DIR/kernelbench/``)
+that every process of the run loads, so the run is any verify run: records, reports, repros.
+Bad input (a missing file, no Model / ModelNew / get_inputs, a file that raises on import) is a
+UsageError: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+
+SEED = 0
+_DECLARED: dict[tuple[str, str | None], Any] = {}
+
+
+def op_name(problem: str) -> str:
+    return "kb_" + re.sub(r"\W", "_", Path(problem).stem)
+
+
+def kernel_name(candidate: str) -> str:
+    stem = re.sub(r"\W", "_", Path(candidate).stem)
+    return stem if stem.isidentifier() else f"candidate_{stem}"
+
+
+def _import(path: str, option: str):
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"{option} {path}: file not found" if not file.exists() else f"{option} {path}: not a file")
+    resolved = str(file.resolve())
+    name = f"harness_kernelbench_{file.stem}_{hashlib.sha1(resolved.encode()).hexdigest()[:8]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except KeyboardInterrupt:
+        del sys.modules[name]
+        raise
+    except BaseException as exc:  # user code: one line, never a traceback
+        del sys.modules[name]
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == resolved]
+        where = f" (line {frames[-1].lineno})" if frames else ""
+        raise UsageError(f"{option} {path} failed to import{where}: {type(exc).__name__}: {_first_line(exc)}") from None
+    return module
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _need(module, attr: str, option: str, path: str, what: str):
+    value = getattr(module, attr, None)
+    if value is None or not callable(value):
+        raise UsageError(f"{option} {path} defines no {attr} ({what})")
+    return value
+
+
+def _call(what: str, fn, *args):
+    try:
+        return fn(*args)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        raise UsageError(f"{what} raised {type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def representable(module) -> None:
+    """Round the float parameters and buffers of ``module``, in place, to values fp32, fp16 and
+    bf16 all hold exactly (bf16's 8 significant bits, within fp16's range)."""
+    import torch
+
+    with torch.no_grad():
+        for t in list(module.parameters()) + list(module.buffers()):
+            if t.is_floating_point():
+                v = t.detach().to(torch.float32).clamp(-60000.0, 60000.0)
+                for _ in range(4):  # a fixed point in two or three rounds
+                    v = v.to(torch.bfloat16).to(torch.float16).to(torch.float32)
+                v = torch.where(v.abs() < 2.0 ** -14, torch.zeros_like(v), v)  # no fp16 subnormals (fewer bits)
+                t.copy_(v.to(t.dtype))
+
+
+def declare(problem: str, candidate: str | None = None):
+    """The op of ``problem`` (registered) and, unless this process only reads op declarations
+    (the judge: it never imports user code beyond them), ``candidate``'s ModelNew as its kernel.
+    Once per process and pair of files."""
+    import torch
+
+    from harness.registry.registry import REGISTRY, register_kernel
+    from properties.reference import absolute, from_reference
+
+    key = (str(Path(problem).resolve()), str(Path(candidate).resolve()) if candidate else None)
+    if key in _DECLARED:
+        return _DECLARED[key]
+    mod = _import(problem, "--reference")
+    Model = _need(mod, "Model", "--reference", problem, "the reference nn.Module")
+    get_inputs = _need(mod, "get_inputs", "--reference", problem, "the example inputs")
+    get_init_inputs = _need(mod, "get_init_inputs", "--reference", problem, "Model's constructor arguments")
+    torch.manual_seed(SEED)
+    init = list(_call(f"--reference {problem}: get_init_inputs()", get_init_inputs))
+    torch.manual_seed(SEED)
+    inputs = list(_call(f"--reference {problem}: get_inputs()", get_inputs))
+    torch.manual_seed(SEED)
+    model = _call(f"--reference {problem}: Model(*get_init_inputs())", Model, *init)
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"--reference {problem}: Model is not a torch.nn.Module")
+    model.eval()
+    representable(model)
+    model64 = _float64(model)
+    name = op_name(problem)
+    try:
+        op = from_reference(_OnDevice(model64), inputs, vary="auto", name=name, differentiable=False,
+                            magnitude=_OnDevice(absolute(model64)),
+                            doc=f"{name}: the KernelBench problem {Path(problem).name}, Model's forward in float64.")
+    except Exception as exc:  # the reference refuses its own inputs, or they are of a kind no op takes
+        raise UsageError(f"--reference {problem}: {type(exc).__name__}: {_first_line(exc)}") from None
+    if candidate is not None and REGISTRY._captured is None:
+        _register_candidate(op, model, init, candidate, register_kernel)
+    if candidate is not None and REGISTRY._loading_plugin:  # repros name the two files, not the generated plugin
+        from harness.cases.case import GENERATED_PLUGINS
+
+        GENERATED_PLUGINS[os.path.abspath(REGISTRY._loading_plugin)] = (
+            "--reference", _shown(problem), "--candidate", _shown(candidate))
+    _DECLARED[key] = op
+    return op
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the working directory where it lies under it, else absolute."""
+    full = os.path.abspath(path)
+    rel = os.path.relpath(full)
+    return full if rel.startswith("..") else rel
+
+
+def _float64(model):
+    import torch
+
+    out = copy.deepcopy(model).to(torch.float64)
+    for p in out.parameters():
+        p.requires_grad_(False)
+    return out
+
+
+class _OnDevice:
+    """A module called on the device of its first tensor argument (a copy per device)."""
+
+    def __init__(self, module) -> None:
+        self.module, self.copies = module, {}
+        self.forward = module.forward  # for the input names (properties.reference)
+
+    def __call__(self, *args):
+        import torch
+
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        if device not in self.copies:
+            self.copies[device] = self.module if device.type == "cpu" else copy.deepcopy(self.module).to(device)
+        return self.copies[device](*args)
+
+
+def _register_candidate(op, model, init: list, candidate: str, register_kernel) -> None:
+    import torch
+
+    mod = _import(candidate, "--candidate")
+    ModelNew = _need(mod, "ModelNew", "--candidate", candidate, "the candidate nn.Module")
+    torch.manual_seed(SEED)
+    new = _call(f"--candidate {candidate}: ModelNew(*get_init_inputs())", ModelNew, *init)
+    if not isinstance(new, torch.nn.Module):
+        raise UsageError(f"--candidate {candidate}: ModelNew is not a torch.nn.Module")
+    new.eval()
+    _copy_weights(model, new, candidate)
+    copies: dict = {}
+
+    def kernel(*args):
+        first = next(a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())
+        key = (first.device, first.dtype)
+        if key not in copies:
+            copies[key] = copy.deepcopy(new).to(device=first.device, dtype=first.dtype)
+        with torch.no_grad():
+            return copies[key](*args)
+
+    kernel.__doc__ = f"ModelNew of {Path(candidate).name}, with the reference's weights, in the case's dtype"
+    register_kernel(op.name, name=kernel_name(candidate))(kernel)
+
+
+def _copy_weights(model, new, candidate: str) -> None:
+    """Model's parameters and buffers into ModelNew: by name, else in order where the shapes agree."""
+    import torch
+
+    state, theirs = model.state_dict(), new.state_dict()
+    if not state:
+        return
+    try:
+        new.load_state_dict(state)
+        return
+    except RuntimeError:
+        pass
+    mine = list(state.values())
+    if len(mine) == len(theirs) and all(a.shape == b.shape for a, b in zip(mine, theirs.values())):
+        with torch.no_grad():
+            new.load_state_dict(dict(zip(theirs, mine)))
+        return
+    raise UsageError(f"--candidate {candidate}: ModelNew's parameters and buffers "
+                     f"({', '.join(f'{k}{tuple(v.shape)}' for k, v in theirs.items()) or 'none'}) do not match Model's "
+                     f"({', '.join(f'{k}{tuple(v.shape)}' for k, v in state.items())}); the harness copies Model's "
+                     "weights into ModelNew")
+
+
+PLUGIN = '''"""Generated by `verify --reference {problem} --candidate {candidate}`."""
+from harness.kernelbench import declare
+
+declare({problem!r}, {candidate!r})
+'''
+
+
+def use_in_verify(args) -> None:
+    """``--reference`` / ``--candidate``: check both files here (a bad one is one line, exit 2),
+    then verify the candidate as a plugin kernel of the problem's op, and that op only."""
+    if not (args.reference and args.candidate):
+        raise UsageError("--reference and --candidate go together: a KernelBench problem file and a file defining ModelNew")
+    if args.op is not None or args.select != "*":
+        raise UsageError("--reference/--candidate choose the op and the kernel; leave out --op and --select")
+    from harness.run import backend as backends
+
+    backends.select(args.backend)  # before the candidate imports triton
+    problem, candidate = str(Path(args.reference).resolve()), str(Path(args.candidate).resolve())
+    for path, option in ((args.reference, "--reference"), (args.candidate, "--candidate")):
+        if not Path(path).is_file():
+            raise UsageError(f"{option} {path}: file not found")
+    from harness.registry.registry import REGISTRY
+
+    out = Path(args.report_dir).resolve() / "kernelbench"
+    plugin = out / f"{op_name(problem)}__{kernel_name(candidate)}.py"
+    REGISTRY._loading_plugin = str(plugin)  # the kernel is this plugin's, in every process
+    try:
+        op = declare(args.reference, args.candidate)  # messages name the files as given
+    finally:
+        REGISTRY._loading_plugin = None
+    out.mkdir(parents=True, exist_ok=True)
+    plugin.write_text(PLUGIN.format(problem=problem, candidate=candidate))
+    args.plugin = [*args.plugin, str(plugin)]
+    args.op = op.name
+    args.no_cache = True  # the verdict's key follows the plugin's imports, not the two files

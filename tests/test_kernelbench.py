@@ -1,0 +1,196 @@
+"""KernelBench problems: ``verify --reference problem.py --candidate solution.py``, against
+KernelBench's own correctness check, and ``harness.from_reference`` underneath it.
+
+KernelBench calls a candidate correct when five sets of torch.randn inputs at the problem's one
+shape give outputs torch.allclose to Model's with atol = rtol = 1e-2, forward only, in fp32.
+Each wrong candidate here passes that check (``kernelbench_check``, written as KernelBench does
+it) and fails ours, on the case kind that its bug needs: a row of large logits (softmax without
+the max subtracted), any case at all (layer norm with the unbiased variance: 0.8% off is inside
+1e-2, far outside fp32 rounding), another shape (a row mean dropping the last partial block),
+a non-contiguous view (Swish reading memory as one flat array). The right candidates pass both.
+
+Bug classes: a candidate verified on the problem's shape and contiguous randn inputs only; a
+tolerance loose enough to pass a systematic error; a bad problem or candidate file that ends in
+a traceback wall instead of one line; repros that do not re-run the case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.kernelbench import _import
+from harness.registry.registry import Contract, KernelEntry
+from harness.run.runner import run_case
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = "tests/fixtures/kernelbench"
+
+# (problem, wrong candidate, what a failing case of it must show)
+WRONG = [
+    ("softmax_problem", "softmax_naive", lambda case: _param(case, "values") != "normal"),
+    ("layernorm_problem", "layernorm_unbiased", lambda case: True),
+    ("rowmean_problem", "rowmean_tail", lambda case: int(_param(case, "x_1")) % 64 != 0),
+    ("swish_problem", "swish_strides", lambda case: _param(case, "layout") != "contiguous"),
+]
+RIGHT = [("softmax_problem", "softmax_torch"), ("layernorm_problem", "layernorm_torch"), ("swish_problem", "swish_torch")]
+
+
+def _param(case_id: str, key: str) -> str:
+    return dict(p.split("=", 1) for p in case_id.split(":", 1)[1].split(","))[key]
+
+
+def kernelbench_check(problem: str, candidate: str, trials: int = 5, seed: int = 42) -> bool:
+    """KernelBench's correctness check (src/eval.py, run_and_check_correctness): Model and
+    ModelNew built from get_init_inputs() under the same seed, then ``trials`` sets of
+    get_inputs(), each seeded, forward only: same shape and torch.allclose(atol=rtol=1e-2)."""
+    prob = _import(f"{FIXTURES}/{problem}.py", "--reference")
+    cand = _import(f"{FIXTURES}/{candidate}.py", "--candidate")
+    torch.manual_seed(seed)
+    init = prob.get_init_inputs()
+    model = prob.Model(*init)
+    torch.manual_seed(seed)
+    new = cand.ModelNew(*init)
+    gen = torch.Generator().manual_seed(seed)
+    trial_seeds = [int(torch.randint(0, 2**32 - 1, (1,), generator=gen)) for _ in range(trials)]
+    with torch.no_grad():
+        for s in trial_seeds:
+            torch.manual_seed(s)
+            inputs = prob.get_inputs()
+            expected, got = model(*inputs), new(*inputs)
+            if got.shape != expected.shape or not torch.allclose(got, expected, atol=1e-2, rtol=1e-2):
+                return False
+    return True
+
+
+def harness(*args, timeout=600):
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def verify(problem: str, candidate: str, report: Path, *more: str):
+    return harness("verify", "--reference", f"{FIXTURES}/{problem}.py", "--candidate", f"{FIXTURES}/{candidate}.py",
+                   "--backend", "interpreter", "--report-dir", str(report), *more)
+
+
+@pytest.mark.parametrize("problem, candidate", [w[:2] for w in WRONG] + RIGHT)
+def test_kernelbench_check_passes_every_candidate_here(problem, candidate):
+    assert kernelbench_check(problem, candidate), f"{candidate} should pass KernelBench's own check"
+
+
+@pytest.mark.parametrize("problem, candidate, shows", WRONG, ids=[w[1] for w in WRONG])
+def test_each_wrong_candidate_fails_ours_with_repros(problem, candidate, shows, tmp_path):
+    proc = verify(problem, candidate, tmp_path, "--max-examples", "5")  # the floor, then 5 generated cases
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr
+    report = json.loads((tmp_path / "verify.json").read_text())
+    (kernel,) = report["kernels"]
+    assert kernel["name"] == candidate and not kernel["passed"] and kernel["checks"]["forward"]["failed"] > 0
+    failed = [r for r in report["cases"] if not r["passed"]]
+    assert failed and all(r["op"] == f"kb_{problem}" for r in failed)
+    forward = [r["case_id"] for r in failed if r["check"] == "forward"]
+    assert all(shows(c) for c in forward), sorted(c for c in forward if not shows(c))
+    for r in failed:
+        words = shlex.split(r["repro"])
+        assert words[:4] == ["python", "-m", "harness", "verify"] and "--plugin" not in words, r["repro"]
+        assert words[words.index("--reference") + 1] == f"{FIXTURES}/{problem}.py"
+        assert words[words.index("--candidate") + 1] == f"{FIXTURES}/{candidate}.py"
+        assert words[words.index("--case") + 1] == r["case_id"]
+    if candidate == "swish_strides":  # a repro re-runs exactly its case, and fails again
+        words = shlex.split(failed[0]["repro"])[3:]
+        again = harness(*words, "--report-dir", str(tmp_path / "again"))
+        assert again.returncode == 1, again.stderr
+        rerun = json.loads((tmp_path / "again" / "verify.json").read_text())
+        assert {r["case_id"] for r in rerun["cases"]} == {failed[0]["case_id"]}
+
+
+@pytest.mark.parametrize("problem, candidate", RIGHT[:2])
+def test_a_right_candidate_passes_ours(problem, candidate, tmp_path):
+    proc = verify(problem, candidate, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    report = json.loads((tmp_path / "verify.json").read_text())
+    cases = {r["case_id"] for r in report["cases"]}
+    # the problem's shape, other shapes where the model allows them, layouts and dtypes
+    assert f"kb_{problem}:x_0=" in min(cases) and len({_param(c, "x_0") for c in cases}) > 1
+    assert {_param(c, "dtype") for c in cases} >= {"float32", "float16", "bfloat16"}
+    assert len({_param(c, "layout") for c in cases}) > 1
+    if problem == "layernorm_problem":  # nn.LayerNorm(64)'s weights fix the feature dim
+        assert {_param(c, "x_1") for c in cases} == {"64"}
+
+
+def test_a_candidate_that_raises_is_a_failing_verdict(tmp_path):
+    proc = verify("softmax_problem", "raises_forward", tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    (kernel,) = json.loads((tmp_path / "verify.json").read_text())["kernels"]
+    assert not kernel["passed"]
+
+
+@pytest.mark.parametrize("reference, candidate, words", [
+    ("nope.py", "softmax_torch.py", "--reference tests/fixtures/kernelbench/nope.py: file not found"),
+    ("softmax_problem.py", "nope.py", "--candidate tests/fixtures/kernelbench/nope.py: file not found"),
+    ("softmax_torch.py", "softmax_torch.py", "defines no Model"),
+    ("softmax_problem.py", "softmax_problem.py", "defines no ModelNew"),
+    ("softmax_problem.py", "raises_init.py", "ModelNew(*get_init_inputs()) raised ValueError: bad constructor arguments"),
+    ("softmax_problem.py", None, "--reference and --candidate go together"),
+])
+def test_bad_input_is_one_line_and_exit_2(reference, candidate, words, tmp_path):
+    args = ["verify", "--reference", f"{FIXTURES}/{reference}", "--backend", "interpreter", "--report-dir", str(tmp_path)]
+    if candidate:
+        args += ["--candidate", f"{FIXTURES}/{candidate}"]
+    proc = harness(*args)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
+    assert words in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+# --- Triton candidates: the interpreter runs one case each ----------------------------------
+
+@pytest.mark.parametrize("problem, candidate, case, passed", [
+    ("rowmean_problem", "rowmean_triton", "x_0=8,x_1=257,dtype=float32,layout=contiguous,values=normal,seed=1", True),
+    ("rowmean_problem", "rowmean_triton_tail", "x_0=8,x_1=257,dtype=float32,layout=contiguous,values=normal,seed=1", False),
+    ("swish_problem", "swish_flat", "x_0=8,x_1=512,dtype=float32,layout=transposed,values=normal,seed=1", False),
+])
+def test_triton_candidates_on_the_case_their_bug_needs(problem, candidate, case, passed, tmp_path):
+    assert kernelbench_check(problem, candidate)
+    proc = verify(problem, candidate, tmp_path, "--case", f"kb_{problem}:{case}")
+    assert proc.returncode == (0 if passed else 1), proc.stdout[-3000:] + proc.stderr
+
+
+# --- harness.from_reference ------------------------------------------------------------------
+
+def test_from_reference_ties_dims_and_derives_the_rounding_model():
+    import harness
+
+    op = harness.from_reference(lambda a, b: a @ b, (torch.randn(8, 40), torch.randn(40, 24)),
+                                vary={"a": ("M", "K"), "b": ("K", None)}, name="ref_matmul", register=False)
+    assert op.varying == ("M", "K") and op.decl.signature == "f(a[M, K], b[K, b_1]) -> y[M, 24]"
+    cases = [c for c in op.floor_cases(backend="interpreter")
+             if c["M"] * c["K"] <= 4096 and c["layout"] in ("contiguous", "transposed")][:24]
+    assert all(c["b_1"] == 24 for c in cases) and len({c["K"] for c in cases}) > 1
+
+    def fp32_accumulation(a, b):
+        return (a.float() @ b.float()).to(a.dtype)
+
+    def low_precision_accumulation(a, b):  # every partial sum rounded to the inputs' dtype
+        acc = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
+        for k in range(a.shape[1]):
+            acc = acc + a[:, k:k + 1] * b[k]
+        return acc
+
+    def failed(fn):
+        entry = KernelEntry(op.name, fn.__name__, fn, Contract(), "kernel", "plugin", __file__)
+        return {c.id for c in cases if any(not r.passed for r in run_case(
+            op, entry, c, backend="interpreter", device="cpu").records)}
+
+    assert failed(fp32_accumulation) == set()
+    bad = failed(low_precision_accumulation)
+    assert bad and all(_param(c, "dtype") != "float32" for c in bad), sorted(bad)
