@@ -8,10 +8,10 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD
 LIMIT=${LIMIT:-400}; R=reports/out/gpu; mkdir -p $R
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'; nproc; git log -1 --format=%h 2>/dev/null; } > $R/machine.txt 2>&1
-t0=$(date +%s.%N)
+t0=$(date +%s%N)
 timeout -k 10 120 python3 -m harness verify --backend cuda --plugin examples/plugins/tutorial_rmsnorm.py --select tutorial_rmsnorm \
     --report-dir $R/first --no-render > $R/first.log 2>&1
-echo "rc=$? seconds=$(echo "$(date +%s.%N) - $t0" | bc)" >> $R/first.log
+echo "rc=$? ms=$(( ($(date +%s%N) - t0) / 1000000 ))" >> $R/first.log
 run_op() { for op in "$@"; do python3 -m harness verify --backend cuda --op $op --report-dir $R/$op --no-render; done
            for op in "$@"; do python3 -m harness mutate --backend cuda --op $op --report-dir $R/$op; done; }
 export -f run_op; export R
