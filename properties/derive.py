@@ -110,13 +110,17 @@ class DeclaredOp(OpSpec):
         return {d: out[d] for d in self.dims}
 
     def fit(self, sizes: dict[str, int], backend: str, keep: str | None = None) -> dict[str, int]:
-        """Shrink the drawn dims other than ``keep`` (rows first) until every input is within budget."""
+        """Shrink the drawn dims other than ``keep`` (rows first) until every input and the output are
+        within budget."""
         budget = BUDGET.get(backend, BUDGET["interpreter"])
         sizes = self.complete({d: max(1, min(s, self.max_size(d, backend))) for d, s in sizes.items()
                                if d not in self.decl.derived})
-        for inp in (i for i in self.decl.inputs if not isinstance(i, Scalar)):
-            for d in sorted(inp.shape, key=lambda d: (d == keep, d in self.inner)):
-                total = math.prod(sizes[x] for x in inp.shape)
+        # the output too: matmul's y[M, N] outgrows both of its inputs (and the float64
+        # reference holds it twice over), so a budget on the inputs alone is not enough
+        shapes = [i.shape for i in self.decl.inputs if not isinstance(i, Scalar)] + [self.decl.output]
+        for shape in shapes:
+            for d in sorted(shape, key=lambda d: (d == keep, d in self.inner)):
+                total = math.prod(sizes[x] for x in shape)
                 if total > budget and d not in self.decl.derived:
                     sizes[d] = max(1, sizes[d] * budget // total)
                     sizes = self.complete(sizes)
