@@ -89,7 +89,8 @@ def assert_kernel(op: str, fn: Callable, *, max_examples: int | None = None, see
     call = f"assert_kernel({op!r}, {entry.name}, seed={seed}, backend={be.name!r}, case=CASE_ID)"
     for r in records:  # fn is no plugin file: re-run it the way it was called
         r["repro"] = call.replace("CASE_ID", repr(r["case_id"]))
-    summary = verify_report.kernel_summary(op, entry.name, records, waivers=entry.contract.waive)
+    summary = verify_report.kernel_summary(op, entry.name, records, waivers=entry.contract.waive,
+                                           forward_only=entry.contract.forward_only)
     for check in summary["stale_waivers"]:
         warnings.warn(f"stale waiver: {entry.name} waives {check!r} ({entry.contract.waive[check]}) but it never "
                       "failed; remove it from Contract(waive=...)", stacklevel=2)

@@ -30,7 +30,8 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
     console = Console(file=file or sys.stdout, width=max(100, Console().width), soft_wrap=False)
     table = Table(title=f"verify: {report['backend']} on {report['device']}  (seed {report['seed']})")
     for col in ("op", "kernel", "verdict", "cases", "failed cases", "failed checks", "worst err / allowed"):
-        table.add_column(col, justify="right" if col in ("cases", "failed cases", "worst err / allowed") else "left")
+        table.add_column(col, justify="right" if col in ("cases", "failed cases", "worst err / allowed") else "left",
+                         no_wrap=col == "verdict")
     for k in report["kernels"]:
         failed_checks = ", ".join(
             f"{name} ({c['failed']})" for name, c in k["checks"].items() if c["failed"]

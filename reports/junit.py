@@ -74,6 +74,8 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
         _element(suite.find("properties"), "property", name="verdict", value=verify_report.verdict_label(k))
         if k.get("failure_class"):
             _element(suite.find("properties"), "property", name="failure_class", value=k["failure_class"])
+        if k.get("forward_only"):  # Contract(forward_only=True): no gradient was asked of it
+            _element(suite.find("properties"), "property", name="forward_only", value="true")
         checks = by_kernel_check.get((op, name), {})
         for check in sorted(set(checks) | set(k.get("checks") or {})):
             records = checks.get(check, [])

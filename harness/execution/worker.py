@@ -84,7 +84,8 @@ def _entry(op: str, name: str, data: dict, process=None):
     rule = _RemoteRule(c["rule"], process) if c.get("rule") and process is not None else None
     contract = Contract(dtypes=tuple(dtype_from_name(d) for d in c["dtypes"]) if c["dtypes"] is not None else None,
                         max_n=c["max_n"], contiguous=c["contiguous"], deterministic=c["deterministic"],
-                        waive=dict(c.get("waive") or {}), precision=c.get("precision", "float32"), rule=rule)
+                        waive=dict(c.get("waive") or {}), precision=c.get("precision", "float32"), rule=rule,
+                        forward_only=bool(c.get("forward_only")), inplace=dict(c.get("inplace") or {}))
     return KernelEntry(op, name, _called_in_the_judge, contract, data["kind"], data["origin"], data["defined_at"],
                        data["plugin"], data["description"], dict(data["meta"]))
 

@@ -45,6 +45,12 @@ class Contract:
     ``("tfloat32", 2)``: a and b.
     ``rule``: a function of the kernel's arguments that returns why they fall outside the
     contract (a string), or None inside it, for limits the fields above cannot say (``V >= 2``).
+    ``forward_only=True``: an inference kernel; no gradient is asked of it, every gradient-free
+    check still runs, and its verdict is "pass (forward only)".
+    ``inplace={output: buffer}``: the kernel writes that output (the forward's, or a gradient
+    ``d<input>``) into that input buffer (an input's name, or ``dy``/``upstream``) by design; the
+    buffer is judged as the output, every other input must stay unchanged (harness.registry.inplace
+    checks the names against the op at registration).
     """
 
     dtypes: tuple[torch.dtype, ...] | None = None
@@ -56,6 +62,8 @@ class Contract:
     # repr=False: a function's repr holds its address, which would change every key of the
     # incremental store; the rule's source is in the key through the module that defines it
     rule: Callable[..., str | None] | None = dataclasses.field(default=None, repr=False, compare=False)
+    forward_only: bool = False
+    inplace: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.dtypes is not None:
@@ -78,6 +86,17 @@ class Contract:
             )
         object.__setattr__(self, "waive", dict(waive))
         object.__setattr__(self, "precision", _precision(self.precision))
+        if not isinstance(self.forward_only, bool):
+            raise RegistryError(f"Contract(forward_only=...) is True (an inference kernel: no gradient is asked of it) "
+                                f"or False, got {self.forward_only!r}")
+        inplace = self.inplace if self.inplace is not None else {}
+        if not isinstance(inplace, dict) or not all(isinstance(k, str) and k and isinstance(v, str) and v
+                                                    for k, v in inplace.items()):
+            raise RegistryError(
+                f"Contract(inplace=...) takes a dict of output name -> the input buffer it is written into (non-empty "
+                f"strings), got {self.inplace!r}; write e.g. inplace={{'dx': 'dy'}} (dx written into the upstream "
+                "gradient) or inplace={'y': 'x'} (the forward written into x)")
+        object.__setattr__(self, "inplace", dict(inplace))
         if self.rule is not None and not callable(self.rule):
             raise RegistryError(f"Contract(rule=...) takes a function of the kernel's arguments returning why they are "
                                 f"outside the contract (a string) or None, got {self.rule!r}")
@@ -141,6 +160,10 @@ class Contract:
             parts.append(f"precision={self.precision}")
         if self.rule is not None:
             parts.append(f"rule {_rule_name(self.rule)}")
+        if self.forward_only:
+            parts.append("forward only")
+        if self.inplace:
+            parts.append("in place " + "/".join(f"{k}->{v}" for k, v in sorted(self.inplace.items())))
         return ", ".join(parts) or "unrestricted"
 
 
@@ -229,6 +252,9 @@ class Registry:
                 f"{entry.kind} {entry.name!r} ({entry.defined_at}) waives unknown check(s) {', '.join(unknown)} of op "
                 f"{entry.op!r}; known checks: {', '.join(self.ops[entry.op].check_names())}"
             )
+        from harness.registry import inplace
+
+        inplace.validate(entry, self.ops[entry.op])
         key = (entry.op, entry.name)
         if key in self.entries:
             old = self.entries[key]

@@ -54,6 +54,8 @@ def _entry_data(entry) -> dict:
             "max_n": c.max_n, "contiguous": bool(c.contiguous), "deterministic": bool(c.deterministic),
             "waive": {str(k): str(v) for k, v in (c.waive or {}).items()},
             "precision": c.precision,
+            "forward_only": bool(c.forward_only),
+            "inplace": {str(k): str(v) for k, v in (c.inplace or {}).items()},
             # the rule is a function of this process: the judge asks for its answer ("rule" requests)
             "rule": c.rule_name() if c.rule is not None else None,
         },
