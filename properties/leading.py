@@ -40,7 +40,7 @@ CASES = (
     ((17, 1), 33, SEQ_SLICED, torch.float32),
     ((3, 17), 33, LEAD_TRANSPOSED, torch.float32),
     ((2, 3, 5), 17, "permuted", torch.float32),
-    ((2, 1, 3, 4), 17, LEAD_TRANSPOSED, torch.bfloat16),
+    ((2, 3, 1, 4), 17, LEAD_TRANSPOSED, torch.bfloat16),
     ((3, 17), 1, "col_sliced", torch.float32),
     ((4, 7), 64, "transposed", torch.float16),
     ((5, 9), 31, layouts.MIXED, torch.float32),
