@@ -129,6 +129,24 @@ def contract_rejection(error: BaseException | None, reasons: Sequence[str], snap
     return True, f"rejected ({why}) with {name}: {str(error)[:200]}"
 
 
+def self_limit_problem(reply, snapshot: Snapshot, declared: bool) -> str:
+    """Why a kernel's raise on an in-contract case is not a limit it states itself ('' if it is):
+    with ``Contract(self_limits=True)`` a ValueError, TypeError, NotImplementedError or
+    AssertionError raised before any Triton launch, the inputs unchanged (harness.run.runner)."""
+    error = reply.error
+    if not declared:
+        return ""
+    if not getattr(error, "limit", False):
+        return "; not a stated limit (Contract(self_limits=True) takes ValueError, TypeError, NotImplementedError or AssertionError)"
+    if reply.launches:
+        return (f"; after launching {reply.launches} Triton kernel(s): a limit stated with Contract(self_limits=True) "
+                "is checked before any launch")
+    changed = snapshot.changes()
+    if changed:
+        return "; after modifying its inputs (" + "; ".join(changed) + "): a limit is checked before any write"
+    return ""
+
+
 def repeatable(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor], names: Sequence[str]) -> tuple[bool, str]:
     """Two runs on the same inputs give the same bits."""
     differing = []

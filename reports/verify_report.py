@@ -92,6 +92,22 @@ def verdict(record: dict) -> str:
     return "passed" if record.get("passed") else "failed"
 
 
+def self_limited(records: list[dict]) -> dict | None:
+    """The cases a kernel rejected itself (``Contract(self_limits=True)``) and the coverage they
+    leave: which layouts, dtypes and shapes were rejected, and the case ids (None: no such case)."""
+    limited = [r for r in records if r.get("self_limited")]
+    if not limited:
+        return None
+    return {
+        "cases": len(limited),
+        "layouts": dict(Counter(r["layout"] for r in limited)),
+        "dtypes": dict(Counter(r["dtype"] for r in limited)),
+        "shapes": sorted({str(r["shape"][0] if r.get("shape") else []) for r in limited}),
+        "reasons": dict(Counter(r["self_limited"] for r in limited).most_common(5)),
+        "case_ids": [r["case_id"] for r in limited],
+    }
+
+
 def stale_waivers(records: list[dict], waivers: dict[str, str]) -> list[str]:
     """Declared waivers whose check ran and never failed."""
     ran = {r["check"] for r in records}
@@ -142,6 +158,7 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
         "waived": sum(1 for r in records if r.get("waived")),
         "waivers": dict(waivers or {}),
         "stale_waivers": stale_waivers(records, waivers or {}),
+        "self_limited": self_limited(records),
         "status": status,
         "checks": checks,
         "worst_err_ratio": worst,

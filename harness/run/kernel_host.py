@@ -25,10 +25,12 @@ from typing import Any, Callable
 
 import torch
 
-from harness.run import compile_clock
+from harness.run import compile_clock, launches
 from harness.run.oob import find_out_of_bounds
 
 REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")  # the expected answers to an out-of-contract case
+# what a kernel declaring Contract(self_limits=True) may raise to state a limit of its own
+SELF_LIMITS = REJECTIONS + ("AssertionError",)
 
 
 @dataclasses.dataclass
@@ -39,6 +41,7 @@ class KernelError:
     text: str  # str() of the exception
     oob: str | None = None  # harness.run.oob's description of an out-of-bounds access behind it
     rejection: bool = False  # a ValueError, TypeError or NotImplementedError (or a subclass)
+    limit: bool = False  # one of SELF_LIMITS (or a subclass): a limit the kernel states itself
 
     def __str__(self) -> str:
         return self.text
@@ -65,6 +68,7 @@ class Reply:
     kernel_s: float = 0.0  # wall time of the call (compile_s included)
     compile_s: float = 0.0
     startup_s: float = 0.0  # starting a fresh kernel process first (start-up, not the case's time)
+    launches: int = 0  # Triton kernels the call launched (harness.run.launches)
 
 
 class KernelEnd(enum.StrEnum):
@@ -92,7 +96,7 @@ def error_of(exc: BaseException) -> KernelError:
     except Exception:  # an exception whose __str__ raises still gets reported
         text = "(its message could not be printed)"
     return KernelError(type(exc).__name__, text[:4000], str(oob) if oob is not None else None,
-                       any(n in REJECTIONS for n in names))
+                       any(n in REJECTIONS for n in names), any(n in SELF_LIMITS for n in names))
 
 
 def output_of(value: Any) -> Any:
@@ -134,9 +138,10 @@ class Session:
         self.leaves: list = []
         self.out: Any = None
         compile_clock.install()
+        launches.install()
 
     def _timed(self, call: Callable[[], Any], device: torch.device) -> Reply:
-        started, compiled = time.perf_counter(), compile_clock.seconds()
+        started, compiled, launched = time.perf_counter(), compile_clock.seconds(), launches.count()
         reply = Reply()
         try:
             reply.value = call()
@@ -146,6 +151,7 @@ class Session:
             reply.error = error_of(exc)
         reply.kernel_s = time.perf_counter() - started
         reply.compile_s = min(reply.kernel_s, compile_clock.seconds() - compiled)
+        reply.launches = launches.count() - launched
         return reply
 
     def contract_call(self, args: tuple) -> Reply:

@@ -89,7 +89,7 @@ def _answer(reply, fn) -> dict:
     """A call's reply; ``incompetent``: why the bound entry cannot compile, when a mutant's
     build or launch has shown it (harness.mutation.mutagen), so the judge can say so."""
     return {"value": _plain(reply.value), "error": dataclasses.asdict(reply.error) if reply.error else None,
-            "kernel_s": reply.kernel_s, "compile_s": reply.compile_s,
+            "kernel_s": reply.kernel_s, "compile_s": reply.compile_s, "launches": reply.launches,
             "incompetent": _text(getattr(fn, "incompetent", None))}
 
 
@@ -193,7 +193,7 @@ def _send(conn, answer: dict) -> None:
     except Exception:  # still not sendable: the kernel's failure, never the judge's guess
         conn.send({"value": None, "error": {"type_name": type(first).__name__, "text":
                    f"the kernel's output could not be handed to the judge: {type(first).__name__}: {first}",
-                   "oob": None, "rejection": False}, "kernel_s": 0.0, "compile_s": 0.0})
+                   "oob": None, "rejection": False, "limit": False}, "kernel_s": 0.0, "compile_s": 0.0})
 
 
 def _copied(value: Any) -> Any:

@@ -182,9 +182,14 @@ class _Steps:
         return [w.label for w in self.writes if w.output in self.written]
 
     def all(self) -> None:
-        reasons = self.entry.contract.violations(self.inputs.args)
+        contract = self.entry.contract
+        reasons = contract.violations(self.inputs.args, self.spec.input_names())
         if reasons:
             self.out_of_contract(reasons)
+            return
+        upstream = contract.tensor_violations((), (), self.inputs.upstream)
+        if upstream:  # the kernel meets the upstream gradient only in its backward: nothing to reject
+            self.run.add("contract", True, f"out of contract, not run: {'; '.join(upstream)}")
             return
         out = self.forward()
         if out is None:
@@ -216,8 +221,9 @@ class _Steps:
         self.snap = checks.Snapshot(self.named)
         reply = self.phases.call(self.host.forward, self.inputs.args, self.grad_wrt)
         if reply.error is not None:
-            if not _out_of_bounds(self.run, reply.error):
-                self.run.add(self.fwd_name, False, f"in-contract input, but the kernel raised {reply.error.describe()}")
+            if not _out_of_bounds(self.run, reply.error) and not self.self_limited(reply):
+                self.run.add(self.fwd_name, False, f"in-contract input, but the kernel raised {reply.error.describe()}"
+                             + checks.self_limit_problem(reply, self.snap, self.entry.contract.self_limits))
             return None
         if isinstance(reply.value, NotATensor) or not isinstance(reply.value, torch.Tensor):
             got = reply.value.describe() if isinstance(reply.value, NotATensor) else type(reply.value).__name__
@@ -226,6 +232,16 @@ class _Steps:
             return None
         self.run.add("inputs_unchanged", *checks.inputs_unchanged(self.snap, "forward", self.keep_written(False)))
         return reply.value
+
+    def self_limited(self, reply: Reply) -> bool:
+        """A limit the kernel states itself (Contract(self_limits=True)): a rejection before any
+        launch, its inputs unchanged, is out of contract for it, recorded with the kernel's words."""
+        if not self.entry.contract.self_limits or checks.self_limit_problem(reply, self.snap, True):
+            return False
+        rec = self.run.add("contract", True, f"out of contract by the kernel's own limit (Contract(self_limits=True)): "
+                           f"it raised {reply.error.describe()[:300]} before launching anything, inputs unchanged")
+        rec.self_limited = reply.error.describe()[:300]
+        return True
 
     def backward(self) -> tuple[tuple, str | None] | None:
         """(gradients, why there are none); None if the case stops here (an out-of-bounds access)."""
@@ -372,7 +388,7 @@ class _Steps:
         if case is None:
             return
         new = self.spec.make_inputs(case, self.device)
-        if self.entry.contract.violations(new.args):
+        if self.entry.contract.violations(new.args, self.spec.input_names(), new.upstream):
             return
         reference = self.spec.make_inputs(case, self.device) if self.own_reference() else new
         grad_wrt = self.grad_wrt if grads else ()
