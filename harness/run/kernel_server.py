@@ -51,7 +51,11 @@ def _entry_data(entry) -> dict:
         "description": entry.description, "meta": {k: v for k, v in entry.meta.items() if isinstance(v, (str, int, float))},
         "contract": {
             "dtypes": [str(d).removeprefix("torch.") for d in c.dtypes] if c.dtypes is not None else None,
-            "max_n": c.max_n, "contiguous": bool(c.contiguous), "deterministic": bool(c.deterministic),
+            "max_n": c.max_n, "deterministic": bool(c.deterministic),
+            # True (every tensor input) or the names of the inputs that must be contiguous
+            "contiguous": c.contiguous if isinstance(c.contiguous, bool) else [str(n) for n in c.contiguous],
+            "unit_stride": [str(n) for n in c.unit_stride],
+            "max_leading_dims": c.max_leading_dims, "self_limits": bool(c.self_limits),
             "waive": {str(k): str(v) for k, v in (c.waive or {}).items()},
             "precision": c.precision,
             "forward_only": bool(c.forward_only),
