@@ -4,7 +4,9 @@ unchanged, is out of contract and listed with its coverage; after a launch or a 
 kernel that rejects every case is not verified."""
 
 import io
+import xml.etree.ElementTree as ET
 
+import markupsafe
 import pytest
 import torch
 import triton
@@ -15,7 +17,7 @@ from harness.errors import RegistryError
 from harness.registry.registry import REGISTRY, load_builtin_ops
 from harness.run.runner import run_case
 from harness.testing import entry_for
-from reports import console, verify_report
+from reports import console, html, junit, verify_report
 
 
 def spec():
@@ -86,6 +88,19 @@ def test_a_kernel_stating_its_limit_with_an_assert_passes_and_lists_what_it_reje
     console.print_verify(report, path="verify.json", file=out)
     text = out.getvalue()
     assert "SELF-LIMITED asserts: 3 case(s)" in text and limited[0]["case_id"] in text
+    name = records[0]["kernel"]  # the reports below draw the kernel's records under its name
+    report = verify_report.build({"backend": "interpreter", "device": "cpu", "seed": 0},
+                                 [verify_report.kernel_summary("softmax", name, records, value_checks=("forward", "dx"))],
+                                 records)
+    page = html.render(report, None)
+    assert "SELF-LIMITED" in page and "self-limited: 3 case(s)" in page
+    assert all(str(markupsafe.escape(r["case_id"])) in page for r in limited)
+    suite = next(s for s in ET.fromstring(junit.render(report, None)).iter("testsuite") if s.get("name") == f"verify.softmax.{name}")
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["self_limited"] == "3" and props["verdict"] == "PASS"
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "self_limited")
+    assert "3 case(s) rejected by the kernel itself" in case.find("skipped").get("message")
+    assert all(r["case_id"] in case.find("system-out").text for r in limited)
 
 
 def test_without_the_declaration_the_same_assert_fails():
