@@ -191,7 +191,7 @@ class DeclaredOp(OpSpec):
         inner = next(iter(self.inner))
         kinds, out = self.decl.value_kinds, []
         for j, (lead, n, layout, dtype) in enumerate(leading.CASES):
-            if layout == layouts.MIXED and layout not in self.layouts:
+            if layout in (layouts.MIXED, layouts.MIXED_ALT) and layout not in self.layouts:
                 continue
             rows = math.prod(lead)
             sizes = self.complete({d: rows if d == self.leading else n if d == inner else COMPANION

@@ -4,7 +4,8 @@
 counts rows that a caller may give as several leading dims (x[B, S, N]). The op's floor then ends
 with CASES: x[*lead, N] for irregular lead shapes (B = 3, S = 17; B = 1; S = 1; 3 and 4 leading
 dims), M their product, written ``lead=3x17`` in the case id (properties.derive). Their layouts:
-those of 3-D tensors (properties.layouts: transposed, col_sliced, offset, permuted, mixed) and
+those of 3-D tensors (properties.layouts: transposed, col_sliced, offset, permuted, mixed; mixed and
+mixed_alt also with 3 and 4 leading dims) and
 two of their own, for the tensors with the leading dims (the others, a weight[N], contiguous):
 - seq_sliced:      x[:, :S] of a tensor with a longer sequence (S + 5): the batch stride is not
                    S times the row stride, so flattening the leading dims into one row stride is
@@ -31,7 +32,7 @@ LAYOUTS = (SEQ_SLICED, LEAD_TRANSPOSED)
 MAX_LEADING = 4
 SEQ_PAD = 5  # the longer sequence a seq_sliced view is cut from: S + SEQ_PAD
 SEED = 3700
-# (leading shape, row length, layout, dtype); mixed only where the op has that layout
+# (leading shape, row length, layout, dtype); mixed and mixed_alt only where the op has that layout
 CASES = (
     ((3, 17), 65, "contiguous", torch.float32),
     ((3, 17), 65, SEQ_SLICED, torch.bfloat16),
@@ -44,6 +45,12 @@ CASES = (
     ((3, 17), 1, "col_sliced", torch.float32),
     ((4, 7), 64, "transposed", torch.float16),
     ((5, 9), 31, layouts.MIXED, torch.float32),
+    # 3 and 4 leading dims with the tensors of a call in different layouts: each stride of the
+    # dims past the third differs between every pair of them (dy read with x's strides)
+    ((2, 3, 5), 17, layouts.MIXED, torch.float16),
+    ((2, 3, 5), 17, layouts.MIXED_ALT, torch.float32),
+    ((2, 3, 1, 4), 17, layouts.MIXED, torch.float32),
+    ((2, 3, 1, 4), 17, layouts.MIXED_ALT, torch.bfloat16),
 )
 
 
