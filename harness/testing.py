@@ -17,7 +17,7 @@ import os
 import warnings
 from typing import Callable
 
-from harness.registry.registry import Contract, KernelEntry, REGISTRY, _where
+from harness.registry.registry import Contract, KernelEntry, REGISTRY, _where, check_names
 from harness.errors import RegistryError, UsageError
 from harness.run import backend as backends
 from harness.settings import current as current_settings
@@ -59,6 +59,7 @@ def entry_for(op: str, fn: Callable, *, name: str | None = None, contract: Contr
     if unknown:
         raise RegistryError(f"contract waives unknown check(s) {', '.join(unknown)} of op {op!r}; "
                             f"known checks: {', '.join(spec.check_names())}")
+    check_names(contract, spec, f"kernel {name or getattr(fn, '__name__', 'kernel')!r}")
     return KernelEntry(op=op, name=name or getattr(fn, "__name__", "kernel"), fn=fn, contract=contract, kind="kernel",
                        origin="test", defined_at=_where(fn))
 
@@ -89,7 +90,8 @@ def assert_kernel(op: str, fn: Callable, *, max_examples: int | None = None, see
     call = f"assert_kernel({op!r}, {entry.name}, seed={seed}, backend={be.name!r}, case=CASE_ID)"
     for r in records:  # fn is no plugin file: re-run it the way it was called
         r["repro"] = call.replace("CASE_ID", repr(r["case_id"]))
-    summary = verify_report.kernel_summary(op, entry.name, records, waivers=entry.contract.waive)
+    summary = verify_report.kernel_summary(op, entry.name, records, waivers=entry.contract.waive,
+                                           forward_only=entry.contract.forward_only)
     for check in summary["stale_waivers"]:
         warnings.warn(f"stale waiver: {entry.name} waives {check!r} ({entry.contract.waive[check]}) but it never "
                       "failed; remove it from Contract(waive=...)", stacklevel=2)

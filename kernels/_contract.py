@@ -38,3 +38,12 @@ def require_runnable_device(t: torch.Tensor, subject: str) -> None:
     interpreting = os.environ.get("TRITON_INTERPRET") == "1"
     if t.device.type != "cuda" and not (interpreting and t.device.type == "cpu"):
         raise ValueError(f"{subject} on {t.device}: run on a CUDA device, or on the CPU with TRITON_INTERPRET=1")
+
+
+def as_rows(t):
+    """``t[..., N]`` as the [M, N] rows a row-wise kernel takes, M the product of the leading dims:
+    a view where the leading dims' strides allow one, else a copy (a batch/seq transposed or
+    sequence-sliced view), differentiable either way (the caller reshapes its result back)."""
+    import math
+
+    return t.reshape(math.prod(t.shape[:-1]), t.shape[-1])

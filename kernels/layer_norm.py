@@ -20,7 +20,8 @@ dweight and dbias run a grid of (column block, row group): each program writes o
 row of fp32 partial sums (no atomics), which a second kernel reduces over the row groups.
 Row offsets are int64 (row * stride can pass 2^31 on large tensors).
 
-Contract (checked before anything is allocated or launched): x [M, N], weight [N] and bias
+Contract (checked before anything is allocated or launched): x [..., N] (leading dims flattened
+into rows: a view where their strides allow, else a copy), weight [N] and bias
 [N] of one dtype among fp32/fp16/bf16, on one device, any strides, N >= 1, eps a finite
 float > 0. y, dx, dweight and dbias are contiguous and have their input's dtype.
 """
@@ -35,7 +36,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
-from kernels._contract import require_float, require_like, require_runnable_device, require_tensors
+from kernels._contract import as_rows, require_float, require_like, require_runnable_device, require_tensors
 from kernels._launch import launch, multiprocessors
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -219,9 +220,9 @@ def _dwdb_plan(m: int, n: int, device: torch.device) -> tuple[int, int, int]:
 def check_contract(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> None:
     """Raise before anything is allocated or launched if the inputs are outside the contract."""
     require_tensors(("x", x), ("weight", weight), ("bias", bias))
-    if x.dim() != 2:
-        raise ValueError(f"x must be 2-D [M, N], got shape {tuple(x.shape)}; reshape it to (-1, N) first")
-    n = x.shape[1]
+    if x.dim() < 2:
+        raise ValueError(f"x must be [..., N] with at least one leading dim, got shape {tuple(x.shape)}")
+    n = x.shape[-1]
     if n < 1:
         raise ValueError(f"N = {n}: a row needs at least one column to have a mean")
     for name, t in (("weight", weight), ("bias", bias)):
@@ -317,6 +318,6 @@ class LayerNormFunction(torch.autograd.Function):
     description="the project's Triton LayerNorm (population variance, any strides, bf16)",
 )
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
-    """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dimension of a 2-D x."""
+    """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dimension of x[..., N] (leading dims flattened into rows)."""
     check_contract(x, weight, bias, eps)
-    return LayerNormFunction.apply(x, weight, bias, eps)
+    return LayerNormFunction.apply(as_rows(x), weight, bias, eps).view(x.shape)

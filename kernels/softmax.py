@@ -20,8 +20,8 @@ Padding lanes load -inf, which exp maps to 0; every load is upcast to fp32 befor
 arithmetic (this is also what keeps bf16 right in the Triton interpreter). Row offsets are
 int64 (row * stride can pass 2^31 on large tensors).
 
-Contract (checked before anything is allocated or launched): x [M, N] of fp32/fp16/bf16, any
-strides, on a CUDA device (or the CPU under TRITON_INTERPRET=1). y and dx are contiguous and
+Contract (checked before anything is allocated or launched): x [..., N] of fp32/fp16/bf16 (the
+leading dims are flattened into rows: a view where their strides allow, else a copy), any strides, on a CUDA device (or the CPU under TRITON_INTERPRET=1). y and dx are contiguous and
 have x's dtype. An empty x gives an empty y.
 """
 
@@ -34,7 +34,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
-from kernels._contract import require_float, require_runnable_device, require_tensors
+from kernels._contract import as_rows, require_float, require_runnable_device, require_tensors
 from kernels._launch import launch
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -124,8 +124,8 @@ def _num_warps(block: int) -> int:
 def check_contract(x: torch.Tensor) -> None:
     """Raise before anything is allocated or launched if the input is outside the contract."""
     require_tensors(("x", x))
-    if x.dim() != 2:
-        raise ValueError(f"x must be 2-D [M, N], got shape {tuple(x.shape)}; reshape it to (-1, N) first")
+    if x.dim() < 2:
+        raise ValueError(f"x must be [..., N] with at least one leading dim, got shape {tuple(x.shape)}")
     require_float("x", x, SUPPORTED_DTYPES)
     require_runnable_device(x, "x is")
 
@@ -181,6 +181,6 @@ class SoftmaxFunction(torch.autograd.Function):
     description="the project's Triton softmax over rows (online max/sum, any strides, bf16)",
 )
 def softmax(x: torch.Tensor) -> torch.Tensor:
-    """y = exp(x - max) / sum(exp(x - max)) along the last dimension of a 2-D x."""
+    """y = exp(x - max) / sum(exp(x - max)) along the last dimension of x[..., N] (leading dims flattened into rows)."""
     check_contract(x)
-    return SoftmaxFunction.apply(x)
+    return SoftmaxFunction.apply(as_rows(x)).view(x.shape)

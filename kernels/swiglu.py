@@ -24,8 +24,8 @@ no 65535 limit on a GPU), so any M and N work; every load is upcast to fp32 befo
 arithmetic (this is also what keeps bf16 right in the Triton interpreter). Row offsets are
 int64 (row * stride can pass 2^31 on large tensors).
 
-Contract (checked before anything is allocated or launched): a [M, N] and b [M, N] of one
-dtype among fp32/fp16/bf16, on one device, any strides. y, da and db are contiguous and
+Contract (checked before anything is allocated or launched): a [..., N] and b of a's shape (the
+leading dims flattened into rows: a view where their strides allow, else a copy), of one dtype among fp32/fp16/bf16, on one device, any strides. y, da and db are contiguous and
 have a's dtype. An empty a gives an empty y.
 """
 
@@ -38,7 +38,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
-from kernels._contract import require_float, require_like, require_runnable_device, require_tensors
+from kernels._contract import as_rows, require_float, require_like, require_runnable_device, require_tensors
 from kernels._launch import launch
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -142,8 +142,8 @@ def _tile(n: int) -> tuple[int, int]:
 def check_contract(a: torch.Tensor, b: torch.Tensor) -> None:
     """Raise before anything is allocated or launched if the inputs are outside the contract."""
     require_tensors(("a", a), ("b", b))
-    if a.dim() != 2:
-        raise ValueError(f"a must be 2-D [M, N], got shape {tuple(a.shape)}; reshape it to (-1, N) first")
+    if a.dim() < 2:
+        raise ValueError(f"a must be [..., N] with at least one leading dim, got shape {tuple(a.shape)}")
     if b.shape != a.shape:
         raise ValueError(f"b must have a's shape {tuple(a.shape)}, got {tuple(b.shape)}")
     require_float("a", a, SUPPORTED_DTYPES)
@@ -206,6 +206,6 @@ class SwiGLUFunction(torch.autograd.Function):
     description="the project's Triton SwiGLU silu(a) * b (2-D tiles, any strides, bf16)",
 )
 def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """y = silu(a) * b = a * sigmoid(a) * b elementwise, for 2-D a and b of one shape."""
+    """y = silu(a) * b = a * sigmoid(a) * b elementwise, for a and b [..., N] of one shape (leading dims flattened into rows)."""
     check_contract(a, b)
-    return SwiGLUFunction.apply(a, b)
+    return SwiGLUFunction.apply(as_rows(a), as_rows(b)).view(a.shape)

@@ -44,7 +44,7 @@ def layer_norm_backward(
     xhat = (xf - mu) * r
     g = dyf * wf
     dx = r * (g - g.mean(-1, keepdim=True) - xhat * (g * xhat).mean(-1, keepdim=True))
-    return dx, (dyf * xhat).sum(0), dyf.sum(0)
+    return dx, (dyf * xhat).flatten(0, -2).sum(0), dyf.flatten(0, -2).sum(0)
 
 
 def _centering_terms(xf: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,4 +80,4 @@ def layer_norm_backward_magnitudes(
     h, r = _centering_terms(xf, eps)
     g = (dyf * wf).abs()
     dx_terms = r * (g + g.mean(-1, keepdim=True) + h * (g * h).mean(-1, keepdim=True))
-    return dx_terms, (dyf.abs() * h).sum(0), dyf.abs().sum(0)
+    return dx_terms, (dyf.abs() * h).flatten(0, -2).sum(0), dyf.abs().flatten(0, -2).sum(0)

@@ -37,9 +37,12 @@ class Snapshot:
         self.named = [(n, t) for n, t in named if isinstance(t, torch.Tensor)]
         self.saved = [t.untyped_storage().clone() for _, t in self.named]
 
-    def changes(self) -> list[str]:
+    def changes(self, skip: Sequence[str] = ()) -> list[str]:
+        """What changed, per tensor; ``skip``: names written by design (Contract(inplace=...))."""
         out = []
         for (name, t), before in zip(self.named, self.saved):
+            if name in skip:
+                continue
             now = t.untyped_storage()
             a = torch.tensor([], dtype=torch.uint8, device=now.device).set_(before)
             b = torch.tensor([], dtype=torch.uint8, device=now.device).set_(now)
@@ -83,11 +86,13 @@ def _byte_in_view(t: torch.Tensor, byte: int) -> bool:
     return bool((idx == elem).any().item())
 
 
-def inputs_unchanged(snapshot: Snapshot, phase: str) -> tuple[bool, str]:
-    changes = snapshot.changes()
+def inputs_unchanged(snapshot: Snapshot, phase: str, written: Sequence[str] = ()) -> tuple[bool, str]:
+    """No input changed, except ``written``: the buffers the contract declares written in place."""
+    changes = snapshot.changes(written)
+    declared = f" (written by design: {', '.join(written)})" if written else ""
     if changes:
-        return False, f"inputs modified during {phase}: " + "; ".join(changes)
-    return True, f"inputs unchanged after {phase}"
+        return False, f"inputs modified during {phase}: " + "; ".join(changes) + declared
+    return True, f"inputs unchanged after {phase}{declared}"
 
 
 def output_meta(name: str, actual: Any, meta: Meta, device: torch.device) -> tuple[bool, str]:
@@ -122,6 +127,24 @@ def contract_rejection(error: BaseException | None, reasons: Sequence[str], snap
     if changed:
         return False, f"rejected out-of-contract input ({why}) but modified its inputs first: " + "; ".join(changed)
     return True, f"rejected ({why}) with {name}: {str(error)[:200]}"
+
+
+def self_limit_problem(reply, snapshot: Snapshot, declared: bool) -> str:
+    """Why a kernel's raise on an in-contract case is not a limit it states itself ('' if it is):
+    with ``Contract(self_limits=True)`` a ValueError, TypeError, NotImplementedError or
+    AssertionError raised before any Triton launch, the inputs unchanged (harness.run.runner)."""
+    error = reply.error
+    if not declared:
+        return ""
+    if not getattr(error, "limit", False):
+        return "; not a stated limit (Contract(self_limits=True) takes ValueError, TypeError, NotImplementedError or AssertionError)"
+    if reply.launches:
+        return (f"; after launching {reply.launches} Triton kernel(s): a limit stated with Contract(self_limits=True) "
+                "is checked before any launch")
+    changed = snapshot.changes()
+    if changed:
+        return "; after modifying its inputs (" + "; ".join(changed) + "): a limit is checked before any write"
+    return ""
 
 
 def repeatable(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor], names: Sequence[str]) -> tuple[bool, str]:

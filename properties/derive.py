@@ -42,7 +42,7 @@ from harness.compare.tolerances import Tolerance
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.registry.opspec import Meta, OpInputs, OpSpec
 from harness.errors import UsageError
-from properties import layouts, row_kinds, strategies, values
+from properties import layouts, leading, row_kinds, strategies, values
 
 ALL_IGNORED = "all_ignored"
 IGNORED = ("none", "some", "all")
@@ -82,6 +82,7 @@ class DeclaredOp(OpSpec):
         rank = max(len(i.shape) for i in tensors)
         self.inner = {i.shape[-1] for i in tensors if len(i.shape) == rank}  # the row length; other dims count rows
         self.scalars = tuple(i for i in decl.inputs if isinstance(i, Scalar))
+        self.leading = decl.leading  # a dim that cases also give as several leading dims (properties.leading)
         self.ignorable = next((i for i in decl.inputs if isinstance(i, Index) and i.ignore), None)
         # the forward check of a case whose every row is ignored is recorded (and waivable) under its own name
         self.special_checks = (ALL_IGNORED,) if self.ignorable is not None else ()
@@ -127,8 +128,12 @@ class DeclaredOp(OpSpec):
         return sizes
 
     def case(self, sizes: dict[str, int], dtype: torch.dtype, layout: str, kind: str,
-             scalars: dict[str, Any], ignored: str | None, seed: int, wide: str | None = None) -> Case:
-        params: dict[str, Any] = dict(sizes, dtype=strategies.dtype_name(dtype), layout=layout)
+             scalars: dict[str, Any], ignored: str | None, seed: int, wide: str | None = None,
+             lead: tuple[int, ...] | None = None) -> Case:
+        params: dict[str, Any] = dict(sizes)
+        if lead is not None:
+            params[leading.LEAD] = leading.text(lead)
+        params.update(dtype=strategies.dtype_name(dtype), layout=layout)
         if wide is not None:
             params[layouts.WIDE] = wide
         params["values"] = kind
@@ -189,7 +194,25 @@ class DeclaredOp(OpSpec):
         if backend == "cuda":
             cases += self.widest_row_cases(shapes, kinds, cases, SEED_BASE + 2 * i)
             cases += self.index_width_cases()
-        return cases
+        return cases + self.leading_cases(backend)
+
+    def leading_cases(self, backend: str) -> list[Case]:
+        """x[*lead, N] (properties.leading) for an op declaring ``leading``, after every other floor case."""
+        if self.leading is None:
+            return []
+        inner = next(iter(self.inner))
+        kinds, out = self.decl.value_kinds, []
+        for j, (lead, n, layout, dtype) in enumerate(leading.CASES):
+            if layout in (layouts.MIXED, layouts.MIXED_ALT) and layout not in self.layouts:
+                continue
+            rows = math.prod(lead)
+            sizes = self.complete({d: rows if d == self.leading else n if d == inner else COMPANION
+                                   for d in self.free_dims})
+            scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
+            ignored = "some" if self.ignorable is not None else None
+            out.append(self.case(sizes, dtype, layout, kinds[j % len(kinds)], scalars, ignored, leading.SEED + j,
+                                 lead=lead))
+        return out
 
     def widest_row_cases(self, shapes: list[dict[str, int]], kinds: tuple[str, ...], have: list[Case],
                          seed: int) -> list[Case]:
@@ -266,6 +289,11 @@ class DeclaredOp(OpSpec):
                     raise UsageError(f"--case {case.id}: {d}={case.get(d)} is not allowed; the other dims make {d}={n}")
         layout = case.get("layout")
         allowed = self.layouts + layouts.INDEX_WIDTH_LAYOUTS
+        if case.get(leading.LEAD) is not None:
+            if self.leading is None:
+                raise UsageError(f"--case {case.id}: {leading.LEAD} is not allowed; op {self.name} declares no leading dims")
+            leading.parse(case, case.get(self.leading))
+            allowed = tuple(dict.fromkeys(self.layouts + ("permuted",) + leading.LAYOUTS))
         if layout not in allowed:
             raise UsageError(f"--case {case.id}: layout={layout} is not allowed; layout must be one of {', '.join(allowed)}")
         if layout in layouts.INDEX_WIDTH_LAYOUTS or case.get(layouts.WIDE) is not None:
@@ -296,6 +324,7 @@ class DeclaredOp(OpSpec):
     # --- inputs ----------------------------------------------------------------------
     def make_inputs(self, case: Case, device: str) -> OpInputs:
         sizes = {d: int(case[d]) for d in self.dims}
+        lead = leading.parse(case) if self.leading else None
         dtype = strategies.dtype_from_name(str(case["dtype"]))
         layout, kind = str(case["layout"]), str(case["values"])
         wide = case.get(layouts.WIDE)
@@ -307,7 +336,7 @@ class DeclaredOp(OpSpec):
             if isinstance(inp, Scalar):
                 args.append(inp.from_case(case[inp.name]))
                 continue
-            shape = tuple(sizes[d] for d in inp.shape)
+            shape = leading.shape(inp.shape, sizes, self.leading, lead)
             if isinstance(inp, Index):
                 ignore = int(case[inp.ignore]) if inp.ignore else None
                 t = classes(shape, sizes[inp.high], ignore, str(case.get("ignored", "none")), gen)
@@ -324,11 +353,12 @@ class DeclaredOp(OpSpec):
                 t = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
             if not isinstance(inp, Index):
                 drawn.setdefault(shape, t)
-            args.append(layouts.place(t, layouts.for_input(layout, k, inp.name, wide), device))
+            args.append(leading.place(t, layouts.for_input(layout, k, inp.name, wide), device))
             k += 1
-        out_shape = tuple(n for _, n in self.output_dims(sizes))
+        out_shape = (leading.shape(self.decl.output, sizes, self.leading, lead) if lead is not None
+                     else tuple(n for _, n in self.output_dims(sizes)))
         if out_shape:
-            upstream = layouts.place(values.upstream(out_shape, gen).to(dtype),
+            upstream = leading.place(values.upstream(out_shape, gen).to(dtype),
                                      layouts.for_input(layout, -1, layouts.UPSTREAM, wide), device)
         else:  # a scalar: random size and sign, never 1
             size = 0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)
@@ -456,12 +486,16 @@ class DeclaredOp(OpSpec):
         sizes = {}
         for inp, arg in zip(self.decl.inputs, inputs.args):
             if not isinstance(inp, Scalar):
-                sizes.update(zip(inp.shape, arg.shape))
+                sizes.update(leading.sizes_of(inp.shape, tuple(arg.shape), self.leading))
         return sizes
 
     def forward_meta(self, inputs: OpInputs) -> Meta:
         sizes = self.sizes(inputs)
         first = next(a for i, a in zip(self.decl.inputs, inputs.args) if isinstance(i, Tensor))
+        lead = next((tuple(a.shape[: a.dim() - len(i.shape) + 1]) for i, a in zip(self.decl.inputs, inputs.args)
+                     if not isinstance(i, Scalar) and i.shape[0] == self.leading and a.dim() > len(i.shape)), None)
+        if lead is not None:
+            return Meta(leading.shape(self.decl.output, sizes, self.leading, lead), first.dtype)
         return Meta(tuple(n for _, n in self.output_dims(sizes)), first.dtype)
 
     def output_dims(self, sizes: dict[str, int]) -> list[tuple[str | None, int]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from reports import verify_report
@@ -26,11 +27,29 @@ def failure_text(record: dict, *, max_lines: int = 8) -> str:
     return "\n".join(lines)
 
 
+def _print_self_limited(console: Console, kernel: dict) -> None:
+    """The cases the kernel rejected itself (Contract(self_limits=True)) and the coverage they leave."""
+    limited = kernel.get("self_limited")
+    if not limited:
+        return
+    counts = lambda d: ", ".join(f"{k} ({n})" for k, n in d.items())  # noqa: E731
+    console.print("[yellow]SELF-LIMITED[/] " + escape(
+                  f"{kernel['name']}: {limited['cases']} case(s) rejected by the kernel itself, "
+                  f"not verified there: layouts {counts(limited['layouts'])}; dtypes {counts(limited['dtypes'])}; "
+                  f"shapes {', '.join(limited['shapes'][:8])}{' ...' if len(limited['shapes']) > 8 else ''}; "
+                  f"said: {'; '.join(limited['reasons'])}"), highlight=False)
+    for case_id in limited["case_ids"][:MAX_FAILURES_SHOWN]:
+        console.print(f"    rejected {case_id}", highlight=False, markup=False)
+    if len(limited["case_ids"]) > MAX_FAILURES_SHOWN:
+        console.print(f"    ... and {len(limited['case_ids']) - MAX_FAILURES_SHOWN} more in the report", highlight=False)
+
+
 def print_verify(report: dict, *, path: str, file=None) -> None:
     console = Console(file=file or sys.stdout, width=max(100, Console().width), soft_wrap=False)
     table = Table(title=f"verify: {report['backend']} on {report['device']}  (seed {report['seed']})")
     for col in ("op", "kernel", "verdict", "cases", "failed cases", "failed checks", "worst err / allowed"):
-        table.add_column(col, justify="right" if col in ("cases", "failed cases", "worst err / allowed") else "left")
+        table.add_column(col, justify="right" if col in ("cases", "failed cases", "worst err / allowed") else "left",
+                         no_wrap=col == "verdict")
     for k in report["kernels"]:
         failed_checks = ", ".join(
             f"{name} ({c['failed']})" for name, c in k["checks"].items() if c["failed"]
@@ -59,6 +78,7 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             reasons = "; ".join(f"{c}: {why}" for c, why in (k.get("waivers") or {}).items())
             console.print(f"[yellow]WAIVED[/] {k['name']}: {k['waived']} failed check(s) declared deliberate ({reasons})",
                           highlight=False)
+        _print_self_limited(console, k)
         for check in k.get("stale_waivers") or []:
             console.print(f"[yellow]warning: stale waiver[/] {k['name']}: {check!r} is waived "
                           f"({k['waivers'][check]}) but never failed; remove it from Contract(waive=...)", highlight=False)

@@ -74,6 +74,18 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
         _element(suite.find("properties"), "property", name="verdict", value=verify_report.verdict_label(k))
         if k.get("failure_class"):
             _element(suite.find("properties"), "property", name="failure_class", value=k["failure_class"])
+        if k.get("forward_only"):  # Contract(forward_only=True): no gradient was asked of it
+            _element(suite.find("properties"), "property", name="forward_only", value="true")
+        limited = k.get("self_limited")
+        if limited:  # Contract(self_limits=True): in-contract cases the kernel rejected itself, not verified there
+            _element(suite.find("properties"), "property", name="self_limited", value=str(limited["cases"]))
+            case = _element(suite, "testcase", classname=f"verify.{op}.{name}", name="self_limited", time="0")
+            counts = lambda d: ", ".join(f"{n} ({c})" for n, c in d.items())  # noqa: E731
+            _element(case, "skipped", message=_clean(
+                f"{limited['cases']} case(s) rejected by the kernel itself (Contract(self_limits=True)), not verified "
+                f"there: layouts {counts(limited['layouts'])}; dtypes {counts(limited['dtypes'])}; said: "
+                f"{'; '.join(limited['reasons'])}"))
+            _element(case, "system-out").text = _clean("\n".join(f"rejected {i}" for i in limited["case_ids"]))
         checks = by_kernel_check.get((op, name), {})
         for check in sorted(set(checks) | set(k.get("checks") or {})):
             records = checks.get(check, [])

@@ -77,6 +77,7 @@ def merge_verify(parts: list[tuple[str, dict]]) -> dict:
         extra = {key: first[key] for key in ("origin", "contract", "plugin") if key in first}
         summaries.append(verify_report.kernel_summary(
             op, name, by_kernel.get((op, name), []), status=status, waivers=first.get("waivers") or {},
+            forward_only=bool(first.get("forward_only")),
             seconds=max(p.get("seconds") or 0.0 for p in pieces),
             worker_seconds=round(sum(p.get("worker_seconds", p.get("seconds")) or 0.0 for p in pieces), 3),
             shards=sum(p.get("shards", 1) for p in pieces), **extra,

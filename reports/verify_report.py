@@ -5,11 +5,13 @@ Fields (a contract for outside tools): top level ``backend``, ``versions``, ``se
 shape, dtype, layout, max_abs_err, max_rel_err, atol, rtol, mismatched, worst_index, passed,
 repro}]``; extra fields are additions.
 
-A kernel's ``verdict`` is "pass", "fail" or "not verified": a kernel that failed nothing but
+A kernel's ``verdict`` is "pass", "pass (forward only)", "fail" or "not verified": a kernel that failed nothing but
 was never compared with its oracle (every case outside its contract), or whose op's value
 checks (``value_checks``: the forward output and each gradient) were not each compared at
 least once, proves nothing, so it does not pass (``passed`` is false) unless the run allows
-it (``allow_unverified``). Value comparisons are counted from the records alone: a record
+it (``allow_unverified``). A kernel declared ``Contract(forward_only=True)`` (``forward_only: true``) is
+asked for no gradient: its value checks are the forward's, and passing them is "pass (forward only)"
+(``passed`` true), a verdict of its own. Value comparisons are counted from the records alone: a record
 with ``max_abs_err`` set is one.
 Waivers (a kernel's declared deviations): a waived record has ``passed: true`` and ``waived``: the
 reason; it counts as neither passed nor failed. A kernel summary has ``waived`` (waived check
@@ -67,12 +69,17 @@ def failure_class(records: list[dict], status: str = "ok") -> str | None:
     return "precision" if precision else "error"
 
 
+PASS_FORWARD_ONLY = "pass (forward only)"
+PASSING = ("pass", PASS_FORWARD_ONLY)
+
+
 def verdict_label(kernel: dict) -> str:
-    """What every report shows for a kernel: PASS, FAIL, FAIL (precision), FAIL (<status>), NOT VERIFIED."""
+    """What every report shows for a kernel: PASS, PASS (forward only), FAIL, FAIL (precision),
+    FAIL (<status>), NOT VERIFIED."""
     if kernel.get("verdict") == "not verified":
         return "NOT VERIFIED"
     if kernel.get("passed"):
-        return "PASS"
+        return "PASS (forward only)" if kernel.get("verdict") == PASS_FORWARD_ONLY else "PASS"
     if kernel.get("status") not in (None, "ok"):
         return f"FAIL ({kernel['status']})"
     return "FAIL (precision)" if kernel.get("failure_class") == "precision" else "FAIL"
@@ -85,6 +92,22 @@ def verdict(record: dict) -> str:
     return "passed" if record.get("passed") else "failed"
 
 
+def self_limited(records: list[dict]) -> dict | None:
+    """The cases a kernel rejected itself (``Contract(self_limits=True)``) and the coverage they
+    leave: which layouts, dtypes and shapes were rejected, and the case ids (None: no such case)."""
+    limited = [r for r in records if r.get("self_limited")]
+    if not limited:
+        return None
+    return {
+        "cases": len(limited),
+        "layouts": dict(Counter(r["layout"] for r in limited)),
+        "dtypes": dict(Counter(r["dtype"] for r in limited)),
+        "shapes": sorted({str(r["shape"][0] if r.get("shape") else []) for r in limited}),
+        "reasons": dict(Counter(r["self_limited"] for r in limited).most_common(5)),
+        "case_ids": [r["case_id"] for r in limited],
+    }
+
+
 def stale_waivers(records: list[dict], waivers: dict[str, str]) -> list[str]:
     """Declared waivers whose check ran and never failed."""
     ran = {r["check"] for r in records}
@@ -93,11 +116,16 @@ def stale_waivers(records: list[dict], waivers: dict[str, str]) -> list[str]:
 
 
 def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok", value_checks=None,
-                   waivers: dict | None = None, **extra) -> dict:
+                   waivers: dict | None = None, forward_only: bool = False, **extra) -> dict:
+    """``value_checks``: the op's forward check then its gradients; a ``forward_only`` kernel
+    (Contract(forward_only=True)) is held to the first alone."""
+    if forward_only and value_checks:
+        value_checks = list(value_checks)[:1]
     case_ids = {r["case_id"] for r in records}
     failed_ids = {r["case_id"] for r in records if not r["passed"]}
     unverified = _unverified(records, value_checks) if status == "ok" and not failed_ids else ""
-    kernel_verdict = "fail" if status != "ok" or failed_ids else ("not verified" if unverified else "pass")
+    passed = PASS_FORWARD_ONLY if forward_only else "pass"
+    kernel_verdict = "fail" if status != "ok" or failed_ids else ("not verified" if unverified else passed)
     by_check = Counter((r["check"], verdict(r)) for r in records)
     checks = {}
     for (check, outcome), count in sorted(by_check.items()):
@@ -118,8 +146,9 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
     return {
         "op": op,
         "name": name,
-        "passed": kernel_verdict == "pass",
+        "passed": kernel_verdict in PASSING,
         "verdict": kernel_verdict,
+        "forward_only": bool(forward_only),
         "failure_class": failure_class(records, status) if kernel_verdict == "fail" else None,
         "unverified_reason": unverified or None,
         "value_comparisons": sum(1 for r in records if r.get("max_abs_err") is not None),
@@ -129,6 +158,7 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
         "waived": sum(1 for r in records if r.get("waived")),
         "waivers": dict(waivers or {}),
         "stale_waivers": stale_waivers(records, waivers or {}),
+        "self_limited": self_limited(records),
         "status": status,
         "checks": checks,
         "worst_err_ratio": worst,
@@ -140,7 +170,7 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
 def build(header: dict, kernels: Iterable[dict], records: Iterable[dict], *, allow_unverified: bool = False) -> dict:
     kernels = list(kernels)
     records = list(records)
-    accepted = ("pass", "not verified") if allow_unverified else ("pass",)
+    accepted = (*PASSING, "not verified") if allow_unverified else PASSING
     return {
         **header,
         "passed": all(k.get("verdict", "pass" if k["passed"] else "fail") in accepted for k in kernels) and bool(kernels),

@@ -106,3 +106,28 @@ def test_the_variants_are_declared_ops_with_their_checks():
     assert REGISTRY.op("layer_norm_plain").grad_checks == ("dx",)
     ids = [c.id for c in REGISTRY.op("cross_entropy_rows").floor_cases(backend="interpreter")]
     assert any("label_smoothing=0.1" in i for i in ids) and any("ignored=all" in i for i in ids)
+
+
+def rows_of_the_last_leading_dim(x, mask, scale):
+    """The wrong twin on leading dims: rows assumed evenly spaced by x's last leading stride."""
+    rows = x.as_strided((x.numel() // x.shape[-1], x.shape[-1]), (x.stride(-2), x.stride(-1)))
+    return softmax_masked_torch_rows(rows, mask.reshape(-1, mask.shape[-1]), scale).reshape(x.shape)
+
+
+def softmax_masked_torch_rows(x, mask, scale):
+    return torch.softmax(x.float() * scale + mask.float(), dim=-1).to(x.dtype)
+
+
+@pytest.mark.parametrize("op", ["layer_norm_weight", "layer_norm_plain", "softmax_masked"])
+def test_the_row_wise_variants_take_leading_dims_like_their_base_ops(op):
+    from properties import leading
+
+    spec = REGISTRY.op(op)
+    assert spec.leading == "M"
+    cases = [c for c in spec.floor_cases(backend="interpreter") if c.get(leading.LEAD)
+             and c["layout"] in ("contiguous", leading.SEQ_SLICED, leading.LEAD_TRANSPOSED)][:4]
+    assert len(cases) == 4
+    right = dict((o, r) for o, r, _ in VARIANTS)[op]
+    assert failed_checks(op, right, cases) == set()
+    if op == "softmax_masked":
+        assert spec.forward_check in failed_checks(op, rows_of_the_last_leading_dim, cases)

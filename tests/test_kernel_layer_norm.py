@@ -122,7 +122,8 @@ def test_empty_batch(device):
 @pytest.mark.parametrize(
     "make, error, words",
     [
-        (lambda d: (torch.ones(2, 3, 4, device=d), torch.ones(4, device=d), torch.ones(4, device=d), 1e-5), ValueError, "2-D"),
+        (lambda d: (torch.ones(4, device=d), torch.ones(4, device=d), torch.ones(4, device=d), 1e-5), ValueError,
+         "leading dim"),  # x[..., N]: 3-D is taken
         (lambda d: (torch.ones(2, 4, device=d), torch.ones(5, device=d), torch.ones(4, device=d), 1e-5), ValueError, "weight must have shape (4,)"),
         (lambda d: (torch.ones(2, 4, device=d), torch.ones(4, device=d), torch.ones(1, 4, device=d), 1e-5), ValueError, "bias must have shape (4,)"),
         (lambda d: (torch.ones(2, 0, device=d), torch.ones(0, device=d), torch.ones(0, device=d), 1e-5), ValueError, "N = 0"),

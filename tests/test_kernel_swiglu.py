@@ -114,7 +114,7 @@ def test_empty_inputs(device):
 @pytest.mark.parametrize(
     "make, error, words",
     [
-        (lambda d: (torch.ones(2, 3, 4, device=d), torch.ones(2, 3, 4, device=d)), ValueError, "2-D"),
+        (lambda d: (torch.ones(4, device=d), torch.ones(4, device=d)), ValueError, "leading dim"),  # 3-D is taken
         (lambda d: (torch.ones(2, 4, device=d), torch.ones(2, 5, device=d)), ValueError, "b must have a's shape (2, 4)"),
         (lambda d: (torch.ones(2, 4, device=d), torch.ones(4, device=d)), ValueError, "b must have a's shape"),
         (lambda d: (torch.ones(2, 4, device=d, dtype=torch.float64), torch.ones(2, 4, device=d, dtype=torch.float64)), TypeError, "float64"),

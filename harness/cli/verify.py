@@ -176,6 +176,7 @@ def _collect(entries: list, plans: list, results: list, shards: int, store) -> t
             verify_report.kernel_summary(
                 entry.op, entry.name, run["records"], status=run["status"], origin=entry.origin,
                 value_checks=_value_checks(entry.op), contract=entry.contract.describe(), plugin=entry.plugin,
+                forward_only=entry.contract.forward_only,
                 seconds=run["seconds"], waivers=entry.contract.waive, worker_seconds=run["worker_seconds"],
                 shards=run["shards"], **extra,
             )

@@ -82,9 +82,13 @@ def _entry(op: str, name: str, data: dict, process=None):
 
     c = data["contract"]
     rule = _RemoteRule(c["rule"], process) if c.get("rule") and process is not None else None
+    contiguous = c["contiguous"] if isinstance(c["contiguous"], bool) else tuple(c["contiguous"])
     contract = Contract(dtypes=tuple(dtype_from_name(d) for d in c["dtypes"]) if c["dtypes"] is not None else None,
-                        max_n=c["max_n"], contiguous=c["contiguous"], deterministic=c["deterministic"],
-                        waive=dict(c.get("waive") or {}), precision=c.get("precision", "float32"), rule=rule)
+                        max_n=c["max_n"], contiguous=contiguous, deterministic=c["deterministic"],
+                        unit_stride=tuple(c.get("unit_stride") or ()), max_leading_dims=c.get("max_leading_dims"),
+                        self_limits=bool(c.get("self_limits")),
+                        waive=dict(c.get("waive") or {}), precision=c.get("precision", "float32"), rule=rule,
+                        forward_only=bool(c.get("forward_only")), inplace=dict(c.get("inplace") or {}))
     return KernelEntry(op, name, _called_in_the_judge, contract, data["kind"], data["origin"], data["defined_at"],
                        data["plugin"], data["description"], dict(data["meta"]))
 

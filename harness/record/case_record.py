@@ -56,6 +56,8 @@ class CaseRecord:
     rounding_units: float | None = None
     # a value check widened by the kernel's Contract(precision=...): the declaration and what it adds
     declared_precision: str | None = None
+    # an in-contract case the kernel rejected itself (Contract(self_limits=True)): its exception
+    self_limited: str | None = None
 
     def __post_init__(self) -> None:
         self.phase = Phase(self.phase)

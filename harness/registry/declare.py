@@ -149,6 +149,9 @@ class OpDecl:
     max_size: dict[str, int] = dataclasses.field(default_factory=dict)
     # dims computed from the drawn ones, in order: {dim: f(sizes) -> int} (module docstring)
     derived: dict[str, Callable[[dict[str, int]], int]] = dataclasses.field(default_factory=dict)
+    # a dim counting rows that callers may give as several leading (batch) dims, x[B, S, N] for
+    # x[M, N]: the first dim of the output and of every input that has it (properties.leading)
+    leading: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "output", _dims(self.output))
@@ -180,6 +183,11 @@ class OpDecl:
         if not isinstance(self.derived, dict) or any(d not in dims or not callable(f) for d, f in self.derived.items()):
             raise RegistryError(f"op {self.name!r}: derived={self.derived!r} must map dims of the inputs "
                                 f"({sorted(dims)}) to functions of the other dims' sizes")
+        if self.leading is not None and (self.leading not in dims or self.leading in self.derived or any(
+                self.leading in i.shape[1:] for i in self.inputs if not isinstance(i, Scalar))
+                or self.output[:1] != (self.leading,)):
+            raise RegistryError(f"op {self.name!r}: leading={self.leading!r} must name a drawn dim that comes first in "
+                                "the output's shape and in every input's shape that has it")
         if dims and set(self.derived) >= dims:
             raise RegistryError(f"op {self.name!r}: every dim is derived; at least one must be drawn")
 

@@ -7,6 +7,7 @@ and says which gradients exist. The engine does the rest, identically for every 
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Sequence
 
 import torch
@@ -48,6 +49,22 @@ class OpSpec:
     def check_names(self) -> tuple[str, ...]:
         """Every name a record of this op's ``check`` field can carry (what a waiver may name)."""
         return tuple(dict.fromkeys((self.forward_check, *self.grad_checks, *self.special_checks, *COMMON_CHECKS)))
+
+    def input_names(self) -> tuple[str, ...]:
+        """The kernel's arguments' names in order, read from ``signature`` (``f(x[M, N], gamma[N],
+        eps)`` -> x, gamma, eps): what per-tensor contract fields name."""
+        inner = self.signature[self.signature.find("(") + 1:]
+        names, depth, token = [], 0, ""
+        for ch in inner:
+            if depth == 0 and ch in ",)":
+                names.append(re.match(r"\s*(\w*)", token).group(1))
+                token = ""
+                if ch == ")":
+                    break
+                continue
+            depth += (ch == "[") - (ch == "]")
+            token += ch
+        return tuple(n for n in names if n)
 
     def validate_case(self, case: Case) -> None:
         """Raise UsageError naming the parameter, its value and what is allowed when ``case`` is

@@ -10,12 +10,14 @@ import contextlib
 import dataclasses
 import fnmatch
 import inspect
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
 from harness.errors import RegistryError
 from harness.registry import discovery
+
+UPSTREAM = "upstream"  # the name a per-tensor contract field gives the upstream gradient
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,19 +47,53 @@ class Contract:
     ``("tfloat32", 2)``: a and b.
     ``rule``: a function of the kernel's arguments that returns why they fall outside the
     contract (a string), or None inside it, for limits the fields above cannot say (``V >= 2``).
+    ``forward_only=True``: an inference kernel; no gradient is asked of it, every gradient-free
+    check still runs, and its verdict is "pass (forward only)".
+    ``inplace={output: buffer}``: the kernel writes that output (the forward's, or a gradient
+    ``d<input>``) into that input buffer (an input's name, or ``dy``/``upstream``) by design; the
+    buffer is judged as the output, every other input must stay unchanged (harness.registry.inplace
+    checks the names against the op at registration).
+    ``contiguous=("x", "upstream")``: only the named inputs (``upstream``: the upstream
+    gradient) must be contiguous; ``unit_stride=("x",)``: the named inputs' last dim must have
+    stride 1 (a last dim of size 1 has any stride). ``max_leading_dims=1``: the first tensor
+    input has at most that many dims before its last (x[M, N] only; 2 takes x[B, S, N]).
+    ``self_limits=True``: the kernel states further limits itself, by raising ValueError,
+    TypeError, NotImplementedError or AssertionError before it launches anything, its inputs
+    unchanged; such a case is out of contract for it (harness.run.runner), listed in the report.
     """
 
     dtypes: tuple[torch.dtype, ...] | None = None
     max_n: int | None = None
-    contiguous: bool = False
+    contiguous: bool | tuple[str, ...] = False
     deterministic: bool = True
     waive: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
     precision: str | tuple[str, float] = "float32"
     # repr=False: a function's repr holds its address, which would change every key of the
     # incremental store; the rule's source is in the key through the module that defines it
     rule: Callable[..., str | None] | None = dataclasses.field(default=None, repr=False, compare=False)
+    forward_only: bool = False
+    inplace: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
+    unit_stride: tuple[str, ...] = ()
+    max_leading_dims: int | None = None
+    self_limits: bool = False
 
     def __post_init__(self) -> None:
+        for field in ("contiguous", "unit_stride"):
+            value = getattr(self, field)
+            value = (value,) if isinstance(value, str) else value
+            if isinstance(value, bool) and field == "contiguous":
+                continue
+            if not (isinstance(value, (tuple, list)) and all(isinstance(n, str) and n for n in value)):
+                raise RegistryError(f"Contract({field}=...) takes a tuple of input names (\"upstream\": the upstream "
+                                    f"gradient){', or True: every tensor input' if field == 'contiguous' else ''}; "
+                                    f"got {value!r}; write e.g. {field}=(\"x\",)")
+            object.__setattr__(self, field, tuple(value))
+        m = self.max_leading_dims
+        if m is not None and (not isinstance(m, int) or isinstance(m, bool) or m < 0):
+            raise RegistryError(f"Contract(max_leading_dims=...) must be an int >= 0 or None, got {m!r}; "
+                                "1 takes x[M, N] only")
+        if not isinstance(self.self_limits, bool):
+            raise RegistryError(f"Contract(self_limits=...) is True or False, got {self.self_limits!r}")
         if self.dtypes is not None:
             dtypes = tuple(self.dtypes) if not isinstance(self.dtypes, torch.dtype) else (self.dtypes,)
             bad = [d for d in dtypes if not isinstance(d, torch.dtype)]
@@ -78,27 +114,60 @@ class Contract:
             )
         object.__setattr__(self, "waive", dict(waive))
         object.__setattr__(self, "precision", _precision(self.precision))
+        if not isinstance(self.forward_only, bool):
+            raise RegistryError(f"Contract(forward_only=...) is True (an inference kernel: no gradient is asked of it) "
+                                f"or False, got {self.forward_only!r}")
+        inplace = self.inplace if self.inplace is not None else {}
+        if not isinstance(inplace, dict) or not all(isinstance(k, str) and k and isinstance(v, str) and v
+                                                    for k, v in inplace.items()):
+            raise RegistryError(
+                f"Contract(inplace=...) takes a dict of output name -> the input buffer it is written into (non-empty "
+                f"strings), got {self.inplace!r}; write e.g. inplace={{'dx': 'dy'}} (dx written into the upstream "
+                "gradient) or inplace={'y': 'x'} (the forward written into x)")
+        object.__setattr__(self, "inplace", dict(inplace))
         if self.rule is not None and not callable(self.rule):
             raise RegistryError(f"Contract(rule=...) takes a function of the kernel's arguments returning why they are "
                                 f"outside the contract (a string) or None, got {self.rule!r}")
 
-    def violations(self, args: Iterable[Any]) -> list[str]:
-        """Why these kernel arguments fall outside the contract (empty list: inside)."""
+    def named(self) -> tuple[str, ...]:
+        """The input names the per-tensor fields hold (checked against the op's at registration)."""
+        return (self.contiguous if isinstance(self.contiguous, tuple) else ()) + self.unit_stride
+
+    def violations(self, args: Iterable[Any], names: Sequence[str] = (), upstream: Any = None) -> list[str]:
+        """Why these kernel arguments fall outside the contract (empty list: inside). ``names``:
+        the op's input names in argument order; ``upstream``: the upstream gradient."""
         args = tuple(args)
-        reasons = self.rule_violations(args)
+        reasons = self.rule_violations(args) + self.tensor_violations(args, names, upstream)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors:
             return reasons
         first = tensors[0]
+        if self.max_leading_dims is not None and first.dim() - 1 > self.max_leading_dims:
+            reasons.append(f"{first.dim() - 1} leading dims (shape {tuple(first.shape)}) > "
+                           f"max_leading_dims={self.max_leading_dims}")
         if self.dtypes is not None and first.dtype not in self.dtypes:
             names = ", ".join(str(d).removeprefix("torch.") for d in self.dtypes)
             reasons.append(f"dtype {str(first.dtype).removeprefix('torch.')} not in ({names})")
         if self.max_n is not None and first.dim() > 0 and first.shape[-1] > self.max_n:
             reasons.append(f"last dimension {first.shape[-1]} > max_n={self.max_n}")
-        if self.contiguous:
+        if self.contiguous is True:
             strided = [i for i, t in enumerate(tensors) if not t.is_contiguous()]
             if strided:
                 reasons.append(f"non-contiguous tensor input(s) at position(s) {strided} with contiguous=True")
+        return reasons
+
+    def tensor_violations(self, args: tuple, names: Sequence[str], upstream: Any) -> list[str]:
+        """What ``contiguous=(names)`` and ``unit_stride=(names)`` say of these tensors."""
+        by_name = dict(zip(names, args), **({UPSTREAM: upstream} if upstream is not None else {}))
+        reasons = []
+        for name in self.contiguous if isinstance(self.contiguous, tuple) else ():
+            t = by_name.get(name)
+            if isinstance(t, torch.Tensor) and not t.is_contiguous():
+                reasons.append(f"{name} non-contiguous (strides {t.stride()}) with contiguous=({name!r},)")
+        for name in self.unit_stride:
+            t = by_name.get(name)
+            if isinstance(t, torch.Tensor) and t.dim() and t.shape[-1] > 1 and t.stride(-1) != 1:
+                reasons.append(f"{name} last-dim stride {t.stride(-1)} with unit_stride=({name!r},)")
         return reasons
 
     def rule_name(self) -> str:
@@ -131,8 +200,16 @@ class Contract:
             parts.append("dtypes=" + "/".join(str(d).removeprefix("torch.") for d in self.dtypes))
         if self.max_n is not None:
             parts.append(f"max_n={self.max_n}")
-        if self.contiguous:
+        if self.contiguous is True:
             parts.append("contiguous")
+        elif self.contiguous:
+            parts.append("contiguous " + "/".join(self.contiguous))
+        if self.unit_stride:
+            parts.append("unit stride " + "/".join(self.unit_stride))
+        if self.max_leading_dims is not None:
+            parts.append(f"max_leading_dims={self.max_leading_dims}")
+        if self.self_limits:
+            parts.append("self_limits")
         if not self.deterministic:
             parts.append("nondeterministic")
         if self.waive:
@@ -141,6 +218,10 @@ class Contract:
             parts.append(f"precision={self.precision}")
         if self.rule is not None:
             parts.append(f"rule {_rule_name(self.rule)}")
+        if self.forward_only:
+            parts.append("forward only")
+        if self.inplace:
+            parts.append("in place " + "/".join(f"{k}->{v}" for k, v in sorted(self.inplace.items())))
         return ", ".join(parts) or "unrestricted"
 
 
@@ -229,6 +310,10 @@ class Registry:
                 f"{entry.kind} {entry.name!r} ({entry.defined_at}) waives unknown check(s) {', '.join(unknown)} of op "
                 f"{entry.op!r}; known checks: {', '.join(self.ops[entry.op].check_names())}"
             )
+        from harness.registry import inplace
+
+        inplace.validate(entry, self.ops[entry.op])
+        check_names(entry.contract, self.ops[entry.op], f"{entry.kind} {entry.name!r} ({entry.defined_at})")
         key = (entry.op, entry.name)
         if key in self.entries:
             old = self.entries[key]
@@ -284,6 +369,15 @@ class Registry:
 
 
 REGISTRY = Registry()
+
+
+def check_names(contract: Contract, spec: Any, who: str) -> None:
+    """A RegistryError unless the contract's per-tensor fields name inputs of the op (or upstream)."""
+    known = (*spec.input_names(), UPSTREAM)
+    unknown = sorted(set(contract.named()) - set(known))
+    if unknown:
+        raise RegistryError(f"{who} names unknown input(s) {', '.join(unknown)} of op {spec.name!r} in its contract; "
+                            f"known: {', '.join(known)}")
 
 
 def _where(obj: Any) -> str:

@@ -25,10 +25,12 @@ from typing import Any, Callable
 
 import torch
 
-from harness.run import compile_clock
+from harness.run import compile_clock, launches
 from harness.run.oob import find_out_of_bounds
 
 REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")  # the expected answers to an out-of-contract case
+# what a kernel declaring Contract(self_limits=True) may raise to state a limit of its own
+SELF_LIMITS = REJECTIONS + ("AssertionError",)
 
 
 @dataclasses.dataclass
@@ -39,6 +41,7 @@ class KernelError:
     text: str  # str() of the exception
     oob: str | None = None  # harness.run.oob's description of an out-of-bounds access behind it
     rejection: bool = False  # a ValueError, TypeError or NotImplementedError (or a subclass)
+    limit: bool = False  # one of SELF_LIMITS (or a subclass): a limit the kernel states itself
 
     def __str__(self) -> str:
         return self.text
@@ -65,6 +68,7 @@ class Reply:
     kernel_s: float = 0.0  # wall time of the call (compile_s included)
     compile_s: float = 0.0
     startup_s: float = 0.0  # starting a fresh kernel process first (start-up, not the case's time)
+    launches: int = 0  # Triton kernels the call launched (harness.run.launches)
 
 
 class KernelEnd(enum.StrEnum):
@@ -92,7 +96,7 @@ def error_of(exc: BaseException) -> KernelError:
     except Exception:  # an exception whose __str__ raises still gets reported
         text = "(its message could not be printed)"
     return KernelError(type(exc).__name__, text[:4000], str(oob) if oob is not None else None,
-                       any(n in REJECTIONS for n in names))
+                       any(n in REJECTIONS for n in names), any(n in SELF_LIMITS for n in names))
 
 
 def output_of(value: Any) -> Any:
@@ -134,9 +138,10 @@ class Session:
         self.leaves: list = []
         self.out: Any = None
         compile_clock.install()
+        launches.install()
 
     def _timed(self, call: Callable[[], Any], device: torch.device) -> Reply:
-        started, compiled = time.perf_counter(), compile_clock.seconds()
+        started, compiled, launched = time.perf_counter(), compile_clock.seconds(), launches.count()
         reply = Reply()
         try:
             reply.value = call()
@@ -146,6 +151,7 @@ class Session:
             reply.error = error_of(exc)
         reply.kernel_s = time.perf_counter() - started
         reply.compile_s = min(reply.kernel_s, compile_clock.seconds() - compiled)
+        reply.launches = launches.count() - launched
         return reply
 
     def contract_call(self, args: tuple) -> Reply:
@@ -201,7 +207,8 @@ class Session:
         then B's. Value: (B's no-grad output, A's output, A's gradients, B's output, B's gradients,
         whether the output of the call before A changed meanwhile)."""
         kept = self.out  # the kernel's own output of the last call: no later call may write into it
-        before = kept.detach().clone() if isinstance(kept, torch.Tensor) else None
+        # (unless it is one of the inputs, written in place: refilling them rewrites it)
+        before = kept.detach().clone() if isinstance(kept, torch.Tensor) and not _aliases(kept, self.args) else None
         device = _device(self.args)
         leaves_a = _copies(self.args, grad_wrt)
         a_fwd = self._timed(lambda: self.fn(*leaves_a), device)
@@ -215,7 +222,13 @@ class Session:
 
         def inference():
             with torch.no_grad():
-                return output_of(self.fn(*self.args))
+                out = output_of(self.fn(*self.args))
+                if isinstance(out, torch.Tensor) and _aliases(out, self.args):
+                    out = out.clone()  # written into an input by design: B's forward writes there again
+                for a, v in zip(self.args, values):  # B starts from the values, whatever the call wrote
+                    if isinstance(a, torch.Tensor):
+                        a.copy_(v)
+            return out
 
         replies = [a_fwd, self._timed(inference, device), self.forward(self.args, grad_wrt_b)]
         grads_a: tuple = ()
@@ -299,6 +312,12 @@ def _gradients(out: Any, leaves, grad_wrt: tuple[int, ...], upstream: torch.Tens
         raise TypeError("the output does not require grad: the kernel is not differentiable through autograd")
     grads = torch.autograd.grad(out, [leaves[i] for i in grad_wrt], grad_outputs=upstream, allow_unused=True)
     return tuple(output_of(g) if g is not None else None for g in grads)
+
+
+def _aliases(t: torch.Tensor, args) -> bool:
+    """Whether ``t`` lies in the storage of one of ``args``."""
+    ptr = t.untyped_storage().data_ptr()
+    return any(isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == ptr for a in args)
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

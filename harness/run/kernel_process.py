@@ -241,6 +241,7 @@ def _reply(answer: dict) -> Reply:
         error=KernelError(**error) if error else None,
         kernel_s=float(answer.get("kernel_s", 0.0)),
         compile_s=float(answer.get("compile_s", 0.0)),
+        launches=int(answer.get("launches", 0)),
     )
 
 

@@ -51,9 +51,15 @@ def _entry_data(entry) -> dict:
         "description": entry.description, "meta": {k: v for k, v in entry.meta.items() if isinstance(v, (str, int, float))},
         "contract": {
             "dtypes": [str(d).removeprefix("torch.") for d in c.dtypes] if c.dtypes is not None else None,
-            "max_n": c.max_n, "contiguous": bool(c.contiguous), "deterministic": bool(c.deterministic),
+            "max_n": c.max_n, "deterministic": bool(c.deterministic),
+            # True (every tensor input) or the names of the inputs that must be contiguous
+            "contiguous": c.contiguous if isinstance(c.contiguous, bool) else [str(n) for n in c.contiguous],
+            "unit_stride": [str(n) for n in c.unit_stride],
+            "max_leading_dims": c.max_leading_dims, "self_limits": bool(c.self_limits),
             "waive": {str(k): str(v) for k, v in (c.waive or {}).items()},
             "precision": c.precision,
+            "forward_only": bool(c.forward_only),
+            "inplace": {str(k): str(v) for k, v in (c.inplace or {}).items()},
             # the rule is a function of this process: the judge asks for its answer ("rule" requests)
             "rule": c.rule_name() if c.rule is not None else None,
         },
@@ -87,7 +93,7 @@ def _answer(reply, fn) -> dict:
     """A call's reply; ``incompetent``: why the bound entry cannot compile, when a mutant's
     build or launch has shown it (harness.mutation.mutagen), so the judge can say so."""
     return {"value": _plain(reply.value), "error": dataclasses.asdict(reply.error) if reply.error else None,
-            "kernel_s": reply.kernel_s, "compile_s": reply.compile_s,
+            "kernel_s": reply.kernel_s, "compile_s": reply.compile_s, "launches": reply.launches,
             "incompetent": _text(getattr(fn, "incompetent", None))}
 
 
@@ -191,7 +197,7 @@ def _send(conn, answer: dict) -> None:
     except Exception:  # still not sendable: the kernel's failure, never the judge's guess
         conn.send({"value": None, "error": {"type_name": type(first).__name__, "text":
                    f"the kernel's output could not be handed to the judge: {type(first).__name__}: {first}",
-                   "oob": None, "rejection": False}, "kernel_s": 0.0, "compile_s": 0.0})
+                   "oob": None, "rejection": False, "limit": False}, "kernel_s": 0.0, "compile_s": 0.0})
 
 
 def _copied(value: Any) -> Any:

@@ -25,12 +25,16 @@ from harness.cases.case import Case, repro_command
 from harness.compare import nonfinite, tolerances
 from harness.record import waivers
 from harness.record.case_record import CaseRecord, Phase
+from harness.registry import inplace
 from harness.registry.opspec import Meta, OpInputs, OpSpec
 from harness.registry.registry import KernelEntry
 from harness.run.kernel_host import InProcessHost, KernelError, KernelLost, NotATensor, Refusal, Reply
 from properties import checks, layouts
 
 NONDETERMINISTIC = "Contract(deterministic=False)"
+FORWARD_ONLY = "Contract(forward_only=True)"
+# how a backward says the output has none (torch's autograd, the kernel's own refusal)
+NO_GRADIENT = ("does not require grad", "not differentiable", "NotImplementedError", "no gradient")
 # the refilled call (``_Steps.refill``): on these phases only (a floor case costs one more forward
 # and a forward and backward), with the case's values at seed + REFILL_SEED
 REFILL_PHASES = (Phase.FLOOR, Phase.EXPLICIT)
@@ -141,6 +145,9 @@ class _Steps:
         self.spec, self.entry, self.case, self.host = spec, entry, case, host
         self.base_host = base_host  # the base revision's kernel (verify --baseline), or None
         self.inputs = spec.make_inputs(case, device)
+        # Contract(inplace=...): each declared write, and the buffer's values after the call that wrote it
+        self.writes = inplace.writes(entry.contract, spec)
+        self.written: dict[str, torch.Tensor] = {}
         # the oracle reads a private copy: a kernel in another process holds the shared inputs
         self.reference = spec.make_inputs(case, device) if self.own_reference() else self.inputs
         self.last = self.inputs  # the tensors of the kernel's latest call (a second run may get its own)
@@ -152,20 +159,37 @@ class _Steps:
         self.phase, self.device = phase, device
         self.phases = _Phases()
         self.snap: checks.Snapshot | None = None
+        # Contract(forward_only=True): no gradient is asked of the kernel
+        self.grad_wrt = () if entry.contract.forward_only else self.inputs.grad_wrt
 
     def wrote_inputs(self) -> bool:
-        """Whether the kernel changed its inputs, as its contract declares (a waived inputs_unchanged)."""
-        return any(r.check == "inputs_unchanged" and r.waived for r in self.run.records)
+        """Whether the kernel changed its inputs, as its contract declares (Contract(inplace=...), or a
+        waived inputs_unchanged)."""
+        return bool(self.writes) or any(r.check == "inputs_unchanged" and r.waived for r in self.run.records)
 
     def own_reference(self) -> bool:
         """Whether the oracle gets inputs of its own: always where the kernel runs in another process;
         in this process (which trusts the kernel) where it declares writes into its inputs."""
-        return getattr(self.host, "isolated", False) or "inputs_unchanged" in self.entry.contract.waive
+        return getattr(self.host, "isolated", False) or bool(self.writes) \
+            or "inputs_unchanged" in self.entry.contract.waive
+
+    def keep_written(self, backward: bool) -> list[str]:
+        """Copy the buffers the call just wrote by design; the labels of every buffer written so far."""
+        for w in self.writes:
+            if (w.output != inplace.FORWARD) == backward:
+                buf = self.inputs.upstream if w.position is None else self.inputs.args[w.position]
+                self.written[w.output] = buf.detach().clone() if isinstance(buf, torch.Tensor) else buf
+        return [w.label for w in self.writes if w.output in self.written]
 
     def all(self) -> None:
-        reasons = self.entry.contract.violations(self.inputs.args)
+        contract = self.entry.contract
+        reasons = contract.violations(self.inputs.args, self.spec.input_names())
         if reasons:
             self.out_of_contract(reasons)
+            return
+        upstream = contract.tensor_violations((), (), self.inputs.upstream)
+        if upstream:  # the kernel meets the upstream gradient only in its backward: nothing to reject
+            self.run.add("contract", True, f"out of contract, not run: {'; '.join(upstream)}")
             return
         out = self.forward()
         if out is None:
@@ -195,34 +219,49 @@ class _Steps:
 
     def forward(self) -> Any:
         self.snap = checks.Snapshot(self.named)
-        reply = self.phases.call(self.host.forward, self.inputs.args, self.inputs.grad_wrt)
+        reply = self.phases.call(self.host.forward, self.inputs.args, self.grad_wrt)
         if reply.error is not None:
-            if not _out_of_bounds(self.run, reply.error):
-                self.run.add(self.fwd_name, False, f"in-contract input, but the kernel raised {reply.error.describe()}")
+            if not _out_of_bounds(self.run, reply.error) and not self.self_limited(reply):
+                self.run.add(self.fwd_name, False, f"in-contract input, but the kernel raised {reply.error.describe()}"
+                             + checks.self_limit_problem(reply, self.snap, self.entry.contract.self_limits))
             return None
         if isinstance(reply.value, NotATensor) or not isinstance(reply.value, torch.Tensor):
             got = reply.value.describe() if isinstance(reply.value, NotATensor) else type(reply.value).__name__
             want = _describe_meta(self.spec.forward_meta(self.reference))
             self.run.add(self.fwd_name, False, f"the kernel returned {got}, expected {want}")
             return None
-        self.run.add("inputs_unchanged", *checks.inputs_unchanged(self.snap, "forward"))
+        self.run.add("inputs_unchanged", *checks.inputs_unchanged(self.snap, "forward", self.keep_written(False)))
         return reply.value
+
+    def self_limited(self, reply: Reply) -> bool:
+        """A limit the kernel states itself (Contract(self_limits=True)): a rejection before any
+        launch, its inputs unchanged, is out of contract for it, recorded with the kernel's words."""
+        if not self.entry.contract.self_limits or checks.self_limit_problem(reply, self.snap, True):
+            return False
+        rec = self.run.add("contract", True, f"out of contract by the kernel's own limit (Contract(self_limits=True)): "
+                           f"it raised {reply.error.describe()[:300]} before launching anything, inputs unchanged")
+        rec.self_limited = reply.error.describe()[:300]
+        return True
 
     def backward(self) -> tuple[tuple, str | None] | None:
         """(gradients, why there are none); None if the case stops here (an out-of-bounds access)."""
-        if not self.inputs.grad_wrt:
+        if not self.grad_wrt:
             return (), None
-        reply = self.phases.call(self.host.backward, self.inputs.grad_wrt, self.inputs.upstream)
+        reply = self.phases.call(self.host.backward, self.grad_wrt, self.inputs.upstream)
         if reply.error is not None:
             if _out_of_bounds(self.run, reply.error):
                 return None
-            return (), f"backward raised {reply.error.describe()}"
-        self.run.add("inputs_unchanged", *checks.inputs_unchanged(self.snap, "backward"))
+            said = f"backward raised {reply.error.describe()}"
+            if any(s in reply.error.describe() for s in NO_GRADIENT):
+                said += (f": the kernel returned an output with no gradient; a forward-only (inference) kernel "
+                         f"declares {FORWARD_ONLY}")
+            return (), said
+        self.run.add("inputs_unchanged", *checks.inputs_unchanged(self.snap, "backward", self.keep_written(True)))
         return tuple(reply.value), None
 
     def metas(self, out, grads: tuple) -> list[tuple[str, Any, Meta]]:
         metas = [(self.fwd_name, out, self.spec.forward_meta(self.reference))]
-        for pos, name, g in zip(self.inputs.grad_wrt, self.spec.grad_checks, grads or [None] * len(self.inputs.grad_wrt)):
+        for pos, name, g in zip(self.grad_wrt, self.spec.grad_checks, grads or [None] * len(self.grad_wrt)):
             arg = self.reference.args[pos]
             metas.append((name, g, Meta(tuple(arg.shape), arg.dtype)))
         return metas
@@ -268,6 +307,21 @@ class _Steps:
                 continue
             check, cmp = self.compare(name, actual, meta, expected)
             self.run.add(check, cmp.passed, cmp.message, cmp)
+        self.written_values(metas, expected)
+
+    def written_values(self, metas, expected: dict) -> None:
+        """Each buffer the contract declares written, judged as the output it holds."""
+        for w in self.writes:
+            if w.output not in self.written:
+                continue  # the call that writes it did not return
+            name, _, meta = next(m for m in metas if m[0] == (self.fwd_name if w.output == inplace.FORWARD else w.output))
+            check, said = self.spec.check_name(name, self.case), f"{name} written into {w.buffer} (Contract(inplace=...))"
+            ok, problem = checks.output_meta(name, self.written[w.output], meta, self.dev)
+            if not ok:
+                self.run.add(check, False, f"{said}: the buffer is {problem}")
+                continue
+            check, cmp = self.compare(name, self.written[w.output], meta, expected)
+            self.run.add(check, cmp.passed, f"{said}: {cmp.message}", cmp)
 
     def compare_all(self, metas, expected: dict, said: str, *, meta_first: bool = True) -> "_Verdicts":
         """Compare each output of a later call with its oracle (the refilled calls, a second run):
@@ -296,7 +350,7 @@ class _Steps:
         return _Verdicts(wrong, worst)
 
     def repeat(self, metas, expected: dict, grads: tuple) -> None:
-        grad_wrt = self.inputs.grad_wrt if grads else ()
+        grad_wrt = self.grad_wrt if grads else ()
         if self.wrote_inputs():
             # the kernel writes into its inputs by design (declared): the second run gets the same values
             # again, made afresh, rather than what the first run left there
@@ -334,10 +388,10 @@ class _Steps:
         if case is None:
             return
         new = self.spec.make_inputs(case, self.device)
-        if self.entry.contract.violations(new.args):
+        if self.entry.contract.violations(new.args, self.spec.input_names(), new.upstream):
             return
         reference = self.spec.make_inputs(case, self.device) if self.own_reference() else new
-        grad_wrt = self.inputs.grad_wrt if grads else ()
+        grad_wrt = self.grad_wrt if grads else ()
         # B asks for one gradient alone where there are several (in turn with the seed): a backward that
         # skips or breaks one gradient when another input needs none (a frozen weight) shows there
         only = int(case["seed"]) % len(grad_wrt) if len(grad_wrt) > 1 else None

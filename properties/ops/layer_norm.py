@@ -24,6 +24,7 @@ register_op(OpDecl(
     inputs=(Tensor("x", "M, N"), Tensor("weight", "N", values="gain"), Tensor("bias", "N", values="normal"),
             Scalar("eps", (1e-5, 1e-6, 1e-12, 0.1))),
     output="M, N",
+    leading="M",  # x[..., N]: cases also give M as 2 to 4 leading dims (properties.leading)
     reference=layer_norm_reference,
     terms=lambda x, w, b, eps, dy: (
         layer_norm_forward_magnitudes(x, w, b, eps), *layer_norm_backward_magnitudes(x, w, b, eps, dy)),

@@ -3,8 +3,8 @@ no bias: T5-style and many fused kernels' ``bias=None``) and ``layer_norm_plain`
 ``elementwise_affine=False``, the normalisation inside adaptive norms).
 
 Kernel signatures: ``f(x[M, N], weight[N], eps: float) -> y[M, N]`` and ``f(x[M, N], eps: float)
--> y[M, N]``, the population variance (1/N), y in x's dtype, differentiable in x (and weight).
-Checks: forward, dx (and dweight), plus the common ones.
+-> y[M, N]``, x also ``[..., N]`` (leading dims, as ``layer_norm``: dweight sums over all of
+them), the population variance (1/N), y in x's dtype, differentiable in x (and weight). Checks: forward, dx (and dweight), plus the common ones.
 
 Error model: the ``layer_norm`` op's (properties.ops.layer_norm), with the absent weight read as
 ones and the absent bias as zeros: the centred row's cancellation terms set the fp32 part.
@@ -44,6 +44,7 @@ register_op(OpDecl(
     signature="f(x[M, N], weight[N], eps: float) -> y[M, N]",
     inputs=(Tensor("x", "M, N"), Tensor("weight", "N", values="gain"), EPS),
     output="M, N",
+    leading="M",  # x[..., N], as layer_norm: cases also give M as 2 to 4 leading dims (properties.leading)
     reference=lambda x, w, eps: layer_norm_reference(x, w, _zeros(x), eps),
     terms=_weight_terms,
     reduces="N",
@@ -56,6 +57,7 @@ register_op(OpDecl(
     signature="f(x[M, N], eps: float) -> y[M, N]",
     inputs=(Tensor("x", "M, N"), EPS),
     output="M, N",
+    leading="M",  # x[..., N], as layer_norm: cases also give M as 2 to 4 leading dims (properties.leading)
     reference=lambda x, eps: layer_norm_reference(x, _ones(x), _zeros(x), eps),
     terms=_plain_terms,
     reduces="N",

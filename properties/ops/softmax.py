@@ -26,6 +26,7 @@ register_op(OpDecl(
     signature="f(x[M, N]) -> y[M, N]",
     inputs=(Tensor("x", "M, N"),),
     output="M, N",
+    leading="M",  # x[..., N]: cases also give M as 2 to 4 leading dims (properties.leading)
     reference=softmax_reference,
     terms=lambda x, dy: (softmax_forward_magnitudes(x), softmax_backward_magnitudes(x, dy)),
     reduces="N",

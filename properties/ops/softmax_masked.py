@@ -3,7 +3,8 @@ the fused scale-and-mask softmax of attention implementations (Megatron's
 scaled_masked_softmax, an additive attention mask).
 
 Kernel signature: ``f(x[M, N], mask[M, N], scale: float) -> y[M, N]``, y in x's dtype,
-differentiable in x (the mask is a constant). The mask holds 0 where kept and -inf or the
+differentiable in x (the mask is a constant); x and the mask also ``[..., N]`` (leading dims, as
+``softmax``). The mask holds 0 where kept and -inf or the
 dtype's most negative value where masked (properties.values.additive_mask), every row keeping an
 entry; row 0 is a causal prefix, a single kept entry. Checks: forward, dx, plus the common ones.
 
@@ -26,6 +27,7 @@ register_op(OpDecl(
     inputs=(Tensor("x", "M, N"), Tensor("mask", "M, N", values="mask", differentiable=False),
             Scalar("scale", (0.125, 1.0, 3.0))),
     output="M, N",
+    leading="M",  # x and mask[..., N], as softmax: cases also give M as 2 to 4 leading dims (properties.leading)
     reference=softmax_masked_reference,
     terms=softmax_masked_magnitudes,
     reduces="N",

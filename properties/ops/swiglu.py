@@ -41,6 +41,7 @@ register_op(OpDecl(
     signature="f(a[M, N], b[M, N]) -> y[M, N]",
     inputs=(Tensor("a", "M, N"), Tensor("b", "M, N")),
     output="M, N",
+    leading="M",  # x[..., N]: cases also give M as 2 to 4 leading dims (properties.leading)
     reference=swiglu_reference,
     backward=swiglu_backward,
     terms=terms,
