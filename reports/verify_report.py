@@ -13,6 +13,9 @@ it (``allow_unverified``). A kernel declared ``Contract(forward_only=True)`` (``
 asked for no gradient: its value checks are the forward's, and passing them is "pass (forward only)"
 (``passed`` true), a verdict of its own. Value comparisons are counted from the records alone: a record
 with ``max_abs_err`` set is one.
+An inconclusive record (``inconclusive``: why; check ``out_of_memory``, the judge's own inputs or
+oracle twice found the GPU full) has ``passed: true`` and counts as neither passed nor failed; a
+kernel that failed nothing but has one is "not verified" with that reason.
 Waivers (a kernel's declared deviations): a waived record has ``passed: true`` and ``waived``: the
 reason; it counts as neither passed nor failed. A kernel summary has ``waived`` (waived check
 records), ``waivers`` ({check: reason}, as declared) and ``stale_waivers`` (declared checks that ran
@@ -47,6 +50,10 @@ def worst_ratio(ratios: Iterable[float | None]) -> float | None:
 
 def _unverified(records: list[dict], value_checks) -> str:
     """Why the records do not verify the kernel ('' if they do)."""
+    inconclusive = [r for r in records if r.get("inconclusive")]
+    if inconclusive:
+        return (f"{len(inconclusive)} case(s) inconclusive, {inconclusive[0]['inconclusive']}: the judge could not "
+                f"run them, e.g. {inconclusive[0]['case_id']}; not the kernel's doing: run again with the GPU to itself")
     if not any(r["check"] != "contract" for r in records):
         return "no case inside the kernel's contract ran: nothing was compared with the oracle"
     compared = {r["check"] for r in records if r.get("max_abs_err") is not None}
@@ -86,9 +93,12 @@ def verdict_label(kernel: dict) -> str:
 
 
 def verdict(record: dict) -> str:
-    """passed | failed | waived (a failure the kernel declares deliberate)."""
+    """passed | failed | waived (a failure the kernel declares deliberate) | inconclusive (a case
+    the judge could not run: out of GPU memory)."""
     if record.get("waived"):
         return "waived"
+    if record.get("inconclusive"):
+        return "inconclusive"
     return "passed" if record.get("passed") else "failed"
 
 

@@ -58,6 +58,9 @@ class CaseRecord:
     declared_precision: str | None = None
     # an in-contract case the kernel rejected itself (Contract(self_limits=True)): its exception
     self_limited: str | None = None
+    # a case the judge could not run to its end for want of GPU memory that other processes held
+    # (check ``out_of_memory``): neither passed nor failed; the kernel is "not verified" on it
+    inconclusive: str | None = None
 
     def __post_init__(self) -> None:
         self.phase = Phase(self.phase)

@@ -22,7 +22,7 @@ import torch
 from hypothesis.errors import FlakyFailure
 from hypothesis import HealthCheck, Phase as HypothesisPhase, given, seed as hypothesis_seed, settings
 
-from harness.cases.case import Case
+from harness.cases.case import Case, repro_command
 from harness.registry.opspec import OpSpec
 from harness.record import waivers
 from harness.record.case_record import CaseRecord, Phase
@@ -33,6 +33,33 @@ from harness.run.runner import CaseRun, run_case
 from harness.settings import current as current_settings
 
 Progress = Callable[[CaseRun], None]
+
+
+@dataclasses.dataclass
+class Inconclusive:
+    """A case the judge could not run (what ``one`` gives instead of a CaseRun): one record, marked
+    ``inconclusive``, that passes no gate and fails none."""
+
+    case: Case
+    record: CaseRecord
+    lost: None = None
+    passed: bool = True  # nothing the kernel did failed; the kernel's verdict reads the record
+
+    @property
+    def records(self) -> list[CaseRecord]:
+        return [self.record]
+
+
+def out_of_memory_record(entry: KernelEntry, case: Case, backend: str, phase: Phase) -> CaseRecord:
+    """The record of a case whose own inputs or oracle twice found the GPU full."""
+    why = ("the judge ran out of GPU memory building this case's inputs or its oracle, twice: other processes "
+           "held the device. Not the kernel's doing; the case was not run. Run it again with the GPU to itself")
+    return CaseRecord(
+        op=entry.op, kernel=entry.name, check="out_of_memory", case_id=case.id, shape=[],
+        dtype=str(case.get("dtype", "")), layout=str(case.get("layout", "")), passed=True, message=why,
+        repro=repro_command(case, kernel=entry.name, backend=backend,
+                            plugins=(entry.plugin,) if entry.plugin else ()),
+        phase=phase, inconclusive="out of GPU memory (held by other processes)")
 
 
 class _Failed(AssertionError):
@@ -94,9 +121,10 @@ def run_suite(
                      stop_at_first_failure=stop_at_first_failure, shard=shard, floor_first=floor_first,
                      cheap_first=stop_at_first_failure and entry.kind == "mutant")
 
-    def one(case: Case, phase: Phase, later: bool = True) -> CaseRun:
+    def one(case: Case, phase: Phase, later: bool = True) -> CaseRun | Inconclusive:
         if on_start:
             on_start(case)
+        failed_attempts = 0
         for attempt in (1, 2):
             try:
                 run = run_case(spec, entry, case, backend=backend, device=device, phase=phase, host=host,
@@ -105,12 +133,13 @@ def run_suite(
             except torch.OutOfMemoryError:
                 # the judge's own allocation (inputs, their snapshot, the oracle) did not fit beside
                 # what other processes on the GPU hold: not the kernel's doing (the kernel's own
-                # errors come back as its reply). A second failure ends the job as a crash.
-                if attempt == 2:
-                    raise
+                # errors come back as its reply). Twice: the case is inconclusive, never the kernel's failure.
+                failed_attempts = attempt
             # out of the except block, so the traceback's frames no longer hold the case's tensors
             release()
             give_back_memory()
+            if failed_attempts == 2:
+                run = Inconclusive(case, out_of_memory_record(entry, case, backend, phase))
         if progress:
             progress(run)
         if run.lost is not None and run.lost.fatal:
