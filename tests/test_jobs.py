@@ -1,6 +1,7 @@
 """harness.execution.jobs: worker environments spread over every visible GPU; nothing assumes one GPU."""
 
-from harness.execution.jobs import Job, visible_gpus, worker_env
+from harness.execution.jobs import Job
+from harness.execution.workers import visible_gpus, worker_env
 
 
 def job(backend):
@@ -117,7 +118,7 @@ def test_a_worker_that_fails_its_health_check_is_retired_before_the_next_job():
 
 
 def test_a_crash_message_leads_with_the_workers_last_error_line():
-    from harness.execution.jobs import _crash_message
+    from harness.execution.workers import crash_message as _crash_message
 
     tail = ("  File \"harness/run/runner.py\", line 81, in enter\n    self.sync()\n"
             "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"

@@ -12,6 +12,54 @@ from harness.registry.registry import Contract, KernelEntry
 CASE = "rmsnorm:M=17,N=257,dtype=float32,layout=contiguous,values=normal,eps=1e-06,seed=1"
 
 
+def fake_pool(monkeypatch, outcome_of, *, announce_skips=False):
+    """Stands for harness.execution.jobs.Pool in harness.mutation.session: runs the jobs one at a
+    time, in order, asking ``decide`` first; ``outcome_of(job)`` -> whether the job fails. Returns
+    the kernels it ran and the pools it made."""
+    from harness.execution.jobs import Decision, Event
+    from harness.mutation import session
+
+    ran, pools = [], []
+
+    class FakePool:
+        def __init__(self, jobs, *, parallel, on_event=None, reuse=True, decide=None):
+            self.jobs, self.on_event, self.decide = jobs, on_event, decide
+            self.limits = {j.id: j.timeout for j in jobs}
+            pools.append(self)
+
+        def set_limit(self, job_id, seconds):
+            self.limits[job_id] = seconds
+
+        def limit(self, job_id):
+            return self.limits[job_id]
+
+        def run(self, *, stop=None):
+            out = []
+            for j in self.jobs:
+                if self.decide is not None and self.decide(j) is Decision.SKIP:
+                    out.append(JobResult(job=j, status="skipped", records=[], cases_run=0, seconds=0.0))
+                    if announce_skips:
+                        self.on_event(Event(j, "skipped", 0, 0, None))
+                    continue
+                ran.append(j.kernel)
+                failed = outcome_of(j)
+                out.append(result("ok", [record("forward", not failed)]))
+                self.on_event(Event(j, "done", 1, int(failed), None))
+            return out
+
+    monkeypatch.setattr(session, "Pool", FakePool)
+    return ran, pools
+
+
+def run_session(entries, **kw):
+    from harness.mutation.session import CampaignPlan, CampaignSession
+
+    first_looks = kw.pop("first_looks", None)
+    on_event = kw.pop("on_event", None)
+    plan = CampaignPlan(tuple(entries), kw.pop("backend", "interpreter"), seed=0, max_examples=0, parallel=1, **kw)
+    return CampaignSession(plan, first_looks=first_looks).run(on_event=on_event)
+
+
 def entry(name: str, origin: str = "generated") -> KernelEntry:
     return KernelEntry(op="rmsnorm", name=name, fn=lambda *a: None, contract=Contract(), kind="mutant",
                        origin=origin, defined_at="here", meta={"fingerprint": "abc", "operator": "op", "diff": "-a\n+b"})
@@ -190,38 +238,56 @@ def test_an_outcome_names_the_gpu_that_ran_it():
 def test_once_sanity_fails_the_mutants_not_yet_started_are_skipped(monkeypatch):
     # bug class: a clean kernel that fails in seconds while the pool still runs every mutant,
     # whose results are then discarded
-    from harness.execution.jobs import Event
-
-    ran = []
-
-    def fake_run_jobs(jobs, parallel, on_event=None, reuse=True, skip=None):
-        out = []
-        for j in jobs:  # one at a time, in order: the clean shards, the forced failures, the mutants
-            if skip is not None and skip(j):
-                out.append(JobResult(job=j, status="skipped", records=[], cases_run=0, seconds=0.0))
-                continue
-            ran.append(j.kernel)
-            failed = j.kernel.startswith(campaign.SANITY_PREFIX) or j.kernel == "triton_rmsnorm"  # the clean run fails
-            out.append(result("ok", [record("forward", not failed)]))
-            on_event(Event(j, "done", 1, int(failed), None))
-        return out
-
-    monkeypatch.setattr(campaign, "run_jobs", fake_run_jobs)
+    ran, _ = fake_pool(monkeypatch, lambda j: j.kernel.startswith(campaign.SANITY_PREFIX) or j.kernel == "triton_rmsnorm")
     campaign.load_mutants()
     entries = campaign.select("rmsnorm", "cat.*")
-    check, outcomes = campaign.run_campaign(entries, backend="interpreter", seed=0, max_examples=0, plugins=(),
-                                            parallel=1, modules=(), equivalent={})
+    check, outcomes = run_session(entries)
     assert not check.passed and "fails its own suite" in check.reason and outcomes == []
     assert not any(k.startswith("cat.") for k in ran)  # no mutant ran after the failure
     assert any(k.startswith(campaign.SANITY_PREFIX) for k in ran)  # the sanity step itself still ran whole
 
 
+def test_the_sanity_rule_is_one_function_for_the_verdict_the_pool_and_the_progress_log(monkeypatch):
+    # bug class: the pool, the progress log and the verdict each applying their own copy of the
+    # rule, one of them wrong (a forced failure that fails counted as "sanity failed")
+    from harness.execution.jobs import Event
+    from harness.mutation.session import CampaignPlan, CampaignSession
+
+    campaign.load_mutants()
+    session = CampaignSession(CampaignPlan(tuple(campaign.select("rmsnorm", "cat.*")[:2]), "interpreter", 0, 0, 1))
+    clean = next(j for j in session.checks if not campaign.is_forced(j))
+    forced = next(j for j in session.checks if campaign.is_forced(j))
+    assert clean.id == "sanity:rmsnorm:triton_rmsnorm" and forced.id == "sanity:rmsnorm:" + forced.kernel
+    assert [j.id for j in session.mutant_jobs] == ["mutant:" + e.name for e in session.to_run]
+    assert campaign.sanity_held(clean, failed=False) and not campaign.sanity_held(clean, failed=True)
+    assert campaign.sanity_held(forced, failed=True) and not campaign.sanity_held(forced, failed=False)
+    assert session.progress_class(Event(forced, "done", 1, 1, None)) == "sanity ok"
+    assert session.progress_class(Event(clean, "done", 1, 1, None)) == "sanity failed"
+    assert session.progress_class(Event(session.mutant_jobs[0], "done", 1, 1, None)) == "killed"
+    assert session.job_count == len(session.checks) + 2
+
+
+def test_a_mutants_limit_is_lowered_through_the_pool_once_its_ops_clean_run_ends(monkeypatch):
+    _, pools = fake_pool(monkeypatch, lambda j: j.kernel.startswith(campaign.SANITY_PREFIX))
+    campaign.load_mutants()
+    entries = campaign.select("rmsnorm", "cat.*")[:2]
+    check, _ = run_session(entries)
+    (pool,) = pools
+    assert all(j.timeout == campaign.PROVISIONAL_TIMEOUT_S for j in pool.jobs if j.id.startswith("mutant:"))  # untouched
+    lowered = {pool.limit("mutant:" + e.name) for e in entries}
+    assert len(lowered) == 1 and lowered.pop() < campaign.PROVISIONAL_TIMEOUT_S
+    assert check.timeouts["rmsnorm"] < campaign.PROVISIONAL_TIMEOUT_S
+    _, pools = fake_pool(monkeypatch, lambda j: j.kernel.startswith(campaign.SANITY_PREFIX))
+    check, _ = run_session(entries, timeout=7.0)  # --timeout: the limit given, never lowered
+    assert check.timeouts == {"rmsnorm": 7.0}
+
+
 def test_run_jobs_skips_what_the_caller_says_without_starting_a_worker():
-    from harness.execution.jobs import Job, run_jobs
+    from harness.execution.jobs import Decision, Job, run_jobs
 
     jobs = [Job(op="rmsnorm", kernel="triton_rmsnorm", backend="interpreter", seed=0, max_examples=0, plugins=(),
                 case=None, stop_at_first_failure=True, timeout=60.0, extra_modules=()) for _ in range(3)]
-    results = run_jobs(jobs, parallel=2, skip=lambda job: True)
+    results = run_jobs(jobs, parallel=2, decide=lambda job: Decision.SKIP)
     assert [r.status for r in results] == ["skipped"] * 3 and all(r.pid == 0 for r in results)
 
 
@@ -252,30 +318,13 @@ class FakeLooks:
 def test_a_memcheck_first_look_kill_stands_for_the_suite_and_a_clean_look_runs_it(monkeypatch):
     # bug class: mutants that only memcheck kills (a masked-out read fails no case) running their
     # whole suite before the second look; the kill cache knows the case that shows them
-    from harness.execution.jobs import Event
-
-    ran, events = [], []
-
-    def fake_run_jobs(jobs, parallel, on_event=None, reuse=True, skip=None):
-        out = []
-        for j in jobs:
-            if skip is not None and skip(j):
-                out.append(JobResult(job=j, status="skipped", records=[], cases_run=0, seconds=0.0))
-                on_event(Event(j, "skipped", 0, 0, None))
-                continue
-            ran.append(j.kernel)
-            out.append(result("ok", [record("forward", j.kernel.startswith(campaign.SANITY_PREFIX) is False)]))
-            on_event(Event(j, "done", 1, int(j.kernel.startswith(campaign.SANITY_PREFIX)), None))
-        return out
-
-    monkeypatch.setattr(campaign, "run_jobs", fake_run_jobs)
+    events = []
+    ran, _ = fake_pool(monkeypatch, lambda j: j.kernel.startswith(campaign.SANITY_PREFIX), announce_skips=True)
     campaign.load_mutants()
     entries = campaign.select("rmsnorm", "cat.*")
     first, second = entries[0], entries[1]
     looks = FakeLooks([first, second], {first.name: CASE})
-    check, outcomes = campaign.run_campaign(entries, backend="cuda", seed=0, max_examples=0, plugins=(), parallel=1,
-                                            modules=(), equivalent={}, first_looks=looks,
-                                            on_event=events.append)
+    check, outcomes = run_session(entries, backend="cuda", first_looks=looks, on_event=events.append)
     assert check.passed
     by_name = {o.entry.name: o for o in outcomes}
     assert [o.entry.name for o in outcomes] == [e.name for e in entries]  # the report keeps the catalog's order
@@ -338,7 +387,9 @@ def test_the_pool_passes_over_a_job_not_decided_yet_and_records_the_skipped():
 
     jobs = {k: Job(op="rmsnorm", kernel=k, backend="interpreter", seed=0, max_examples=0, plugins=(), case=None,
                    stop_at_first_failure=True, timeout=60.0, extra_modules=()) for k in "abc"}
-    verdicts = {"a": None, "b": True, "c": False}
+    from harness.execution.jobs import Decision
+
+    verdicts = {"a": Decision.WAIT, "b": Decision.SKIP, "c": Decision.RUN}
     pending = list(enumerate(jobs.values()))
     results, events = {}, []
     position = _next_job(pending, lambda job: verdicts[job.kernel], results, events.append)
@@ -347,9 +398,9 @@ def test_the_pool_passes_over_a_job_not_decided_yet_and_records_the_skipped():
     assert [(e.job.kernel, e.kind) for e in events] == [("b", "skipped")]
     pending.pop(position)
     assert _next_job(pending, lambda job: verdicts[job.kernel], results, events.append) is None  # a: not yet
-    verdicts["a"] = False
+    verdicts["a"] = Decision.RUN
     assert _next_job(pending, lambda job: verdicts[job.kernel], results, events.append) == 0
-    assert _next_job(list(enumerate(jobs.values())), None, {}, None) == 0  # no skip: the first
+    assert _next_job(list(enumerate(jobs.values())), None, {}, None) == 0  # no decide: the first
 
 
 def test_the_kill_cache_reader_drops_what_it_cannot_use(tmp_path, capsys):
@@ -380,25 +431,19 @@ def test_a_fresh_report_dir_takes_the_committed_hints_and_never_writes_them(tmp_
     assert kill_cache.COMMITTED.name == "kill_hints.json"
 
 
-def test_first_looks_start_only_on_a_gpu_with_a_sanitizer_for_mutants_memcheck_killed(monkeypatch):
-    import argparse
-
+def test_first_looks_start_only_with_a_sanitizer_for_mutants_memcheck_killed(monkeypatch):
     from harness.mutation import memcheck_looks
     from harness.mutation import sanitizer
-    from harness.cli.mutate import _first_looks
 
-    started = []
+    started, told = [], []
     monkeypatch.setattr(memcheck_looks, "FirstLooks", lambda cases, **kw: started.append((cases, kw)) or "looks")
     monkeypatch.setattr(sanitizer, "available", lambda: "/x/compute-sanitizer")
     a, b = entry("a"), entry("b")
     cache = {"memcheck": {"a": CASE, "b": 7, "gone": CASE}}
-    args = argparse.Namespace(no_memcheck=False)
-    assert _first_looks(cache, [a, b], "cuda", args, 8) == "looks"
+    assert memcheck_looks.first_looks(cache, [a, b], parallel=8, on_start=told.append) == "looks"
     (cases, kw), = started
-    assert cases == [(a, CASE)] and kw == {"parallel": 8, "sanitizer": "/x/compute-sanitizer"}
-    assert _first_looks(cache, [a, b], "interpreter", args, 8) is None  # no memcheck off a GPU
-    assert _first_looks(cache, [a], "cuda", argparse.Namespace(no_memcheck=True), 8) is None
-    assert _first_looks({}, [a], "cuda", args, 8) is None
+    assert cases == [(a, CASE)] and kw == {"parallel": 8, "sanitizer": "/x/compute-sanitizer"} and told == [1]
+    assert memcheck_looks.first_looks({}, [a], parallel=8) is None
     monkeypatch.setattr(sanitizer, "available", lambda: None)
-    assert _first_looks(cache, [a], "cuda", args, 8) is None
+    assert memcheck_looks.first_looks(cache, [a], parallel=8) is None
     assert len(started) == 1

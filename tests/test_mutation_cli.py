@@ -113,6 +113,7 @@ def test_a_mutant_waits_for_its_first_look_while_the_pool_runs_the_others():
     # the pool runs the rest; once the look ends its kill stands for the mutant's run
     from harness.mutation import campaign
     from harness.mutation.campaign import Outcome, Status
+    from harness.mutation.session import CampaignPlan, CampaignSession
 
     modules = campaign.load_mutants()
     entries = campaign.select("rmsnorm", "cat.*")[:3]
@@ -137,8 +138,8 @@ def test_a_mutant_waits_for_its_first_look_while_the_pool_runs_the_others():
             self.closed = interrupted
 
     looks = SlowLooks()
-    check, outcomes = campaign.run_campaign(entries, backend="interpreter", seed=0, max_examples=0, plugins=(),
-                                            parallel=2, modules=modules, equivalent={}, case=SMALL, first_looks=looks)
+    plan = CampaignPlan(tuple(entries), "interpreter", seed=0, max_examples=0, parallel=2, modules=modules, case=SMALL)
+    check, outcomes = CampaignSession(plan, first_looks=looks).run()
     assert check.passed, check.reason
     by_name = {o.entry.name: o for o in outcomes}
     assert by_name[looked.name].killed_by["check"] == "memcheck" and by_name[looked.name].seconds == 3.0

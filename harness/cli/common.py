@@ -99,7 +99,7 @@ def prepare(args: argparse.Namespace) -> backends.Backend:
 def default_jobs(backend: backends.Backend, n_jobs: int, *, shardable: bool = False) -> int:
     """Worker processes the machine sustains: at most one per job, unless the jobs can be
     sharded (verify) and the slots beyond one per job split them."""
-    from harness.execution.jobs import visible_gpus
+    from harness.execution.workers import visible_gpus
 
     if backend.name == "cuda":
         # a worker spends most of its time on the CPU (start-up, Python, compilation, case
@@ -114,7 +114,7 @@ def default_jobs(backend: backends.Backend, n_jobs: int, *, shardable: bool = Fa
 def mutate_jobs(requested: int | str | None, backend: backends.Backend, n_jobs: int) -> int:
     """mutate's --jobs: a number; ``auto`` (default_jobs); or, when not given, the machine's
     cores, and on CUDA one worker per visible GPU."""
-    from harness.execution.jobs import visible_gpus
+    from harness.execution.workers import visible_gpus
 
     if isinstance(requested, int):
         return requested

@@ -15,7 +15,6 @@ fails on the unmutated library.
 from __future__ import annotations
 
 import argparse
-import collections
 import dataclasses
 import os
 import sys
@@ -25,7 +24,6 @@ from typing import Callable
 
 from harness.cli import common
 from harness.errors import UsageError
-from reports import jsonio
 
 NAME = "mutate"
 HELP = "mutation testing: run broken variants of the kernels and score how many the checks detect"
@@ -92,25 +90,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="test command processes side by side (default: the campaign's --jobs)")
 
 
-def _first_looks(cache: dict, runnable: list, backend: str, args: argparse.Namespace, parallel: int,
-                 driver_args: tuple[str, ...] = ()):
-    """On a GPU, the memcheck first looks (harness.mutation.memcheck_looks) at the mutants the last
-    campaign killed by memcheck, started now; None when there are none or no sanitizer."""
-    if backend != "cuda" or args.no_memcheck:
-        return None
-    from harness.mutation import sanitizer
-    from harness.mutation.memcheck_looks import FirstLooks
-
-    known = cache.get("memcheck", {})
-    cases = [(e, known[e.name]) for e in runnable if isinstance(known.get(e.name), str)]
-    path = sanitizer.available() if cases else None
-    if path is None:
-        return None
-    print(f"mutate: memcheck first look at {len(cases)} mutant(s) killed by memcheck last time ...", flush=True)
-    more = {"driver_args": driver_args} if driver_args else {}
-    return FirstLooks(cases, parallel=max(1, parallel), sanitizer=path, **more)
-
-
 @dataclasses.dataclass
 class _Setup:
     """What one campaign runs, decided before anything runs."""
@@ -131,13 +110,17 @@ class _Setup:
     kills: dict
     targets: list = dataclasses.field(default_factory=list)  # harness.mutation.library.Target
     hints_from: str = "none"  # where the kill cache came from (harness.mutation.kill_cache.read)
+    driver_args: tuple[str, ...] = ()  # what the sanitizer's driver needs to find a library mutant
 
-    def campaign_kw(self, args: argparse.Namespace) -> dict:
+    def plan(self, args: argparse.Namespace, reused):
         from harness.mutation import campaign
+        from harness.mutation.session import CampaignPlan
 
-        return dict(backend=self.backend.name, seed=args.seed, max_examples=self.max_examples, plugins=args.plugin,
-                    parallel=self.parallel, modules=self.modules, reuse=not args.isolate,
-                    hints=campaign.floor_hints(self.kills), library=self.library, carrier=args.carrier)
+        return CampaignPlan(tuple(self.entries), self.backend.name, args.seed, self.max_examples, self.parallel,
+                            equivalent=self.equivalent, ops=tuple(self.ops), plugins=tuple(args.plugin),
+                            modules=self.modules, case=self.case, timeout=args.timeout, reuse=not args.isolate,
+                            hints=campaign.floor_hints(self.kills), saved=reused.saved,
+                            saved_sanity=reused.saved_sanity, library=self.library, carrier=args.carrier)
 
 
 def _check_library_options(args: argparse.Namespace) -> None:
@@ -243,54 +226,30 @@ def _set_up(args: argparse.Namespace, backend) -> _Setup:
 
     cache, hints_from = kill_cache.read(cache_path)
     kills = cache.setdefault("backends", {}).setdefault(backend.name, {})
+    from harness.mutation import library
+
     return _Setup(backend, entries, unobservable, ops, case, max_examples, equivalent, runnable, parallel, modules,
-                  tuple(args.mutate_module), cache_path, cache, kills, targets, hints_from)
+                  tuple(args.mutate_module), cache_path, cache, kills, targets, hints_from,
+                  library.driver_args(args.plugin, args.mutate_module, args.carrier))
 
 
-@dataclasses.dataclass
-class _Reuse:
-    """Outcomes and the sanity step reused from the incremental store (none for a library
-    campaign, whose outcomes depend on code the store does not key)."""
+def _incremental(args: argparse.Namespace, setup: _Setup):
+    """What the incremental store lets this campaign reuse (harness.incremental.mutants.Reuse)."""
+    from harness.incremental import mutants as reuse
 
-    store: object = None
-    plans: dict = dataclasses.field(default_factory=dict)
-    saved: dict = dataclasses.field(default_factory=dict)
-    sanity_plan: object = None
-    saved_sanity: object = None
-
-
-def _incremental(args: argparse.Namespace, setup: _Setup) -> _Reuse:
     if setup.library:
         print("mutate: a library campaign reuses no saved outcome (every mutant runs)", flush=True)
-        return _Reuse()
-    from harness.incremental import mutants as reuse, plan as incremental
-    from harness.incremental.store import Store
-
-    backend = setup.backend.name
-    store = Store(args.report_dir, reuse=not args.no_cache)
-    plans = incremental.mutant_plans(setup.runnable, store, backend=backend, settings={
-        "seed": args.seed, "max_examples": setup.max_examples, "case": setup.case, "plugins": sorted(args.plugin),
-        "timeout": args.timeout})
-    saved = reuse.saved_outcomes(plans, setup.runnable)
-    print(reuse.summary_line(plans), flush=True)
-    sanity_plan = incremental.sanity_plan(setup.ops, store, backend=backend, settings={
-        "seed": args.seed, "max_examples": setup.max_examples, "case": setup.case, "plugins": sorted(args.plugin)})
-    print(f"mutate: sanity step of {', '.join(setup.ops)}: {sanity_plan.describe()}", flush=True)
-    return _Reuse(store, plans, saved, sanity_plan, reuse.saved_sanity(sanity_plan))
-
-
-def _not_observable(entry, setup: _Setup) -> dict:
-    """A mutant listed apart: detectable only on other backends, or marked out of the cases' reach here."""
-    from harness.mutation import campaign
-
-    item = {"name": entry.name, "backends": list(entry.meta.get("backends", ())), "description": entry.description}
-    mark = campaign.out_of_reach(entry, setup.equivalent, setup.backend.name)
-    if mark is not None:
-        item["out_of_reach"] = {"needs": str(mark.get("needs", "")).strip(), "reason": str(mark.get("reason", "")).strip()}
-    return item
+        return reuse.Reuse()
+    reused = reuse.Reuse.open(args.report_dir, setup.backend.name, setup.runnable, setup.ops, fresh=args.no_cache, settings={
+        "seed": args.seed, "max_examples": setup.max_examples, "case": setup.case, "plugins": sorted(args.plugin)},
+        timeout=args.timeout)
+    print(reuse.summary_line(reused.plans), flush=True)
+    print(f"mutate: sanity step of {', '.join(setup.ops)}: {reused.sanity_plan.describe()}", flush=True)
+    return reused
 
 
 def _header(args: argparse.Namespace, setup: _Setup) -> dict:
+    from harness.mutation import campaign
     from reports import environment
 
     header = environment.header(setup.backend.describe(), seed=args.seed)
@@ -298,167 +257,54 @@ def _header(args: argparse.Namespace, setup: _Setup) -> dict:
     if args.shard is not None:  # `report --merge` checks that every part of the same campaign is there
         header["shard"] = {"index": args.shard[0], "count": args.shard[1]}
     header["workers"] = {"count": setup.parallel, "reuse": not args.isolate}
-    header["not_observable_here"] = [_not_observable(e, setup) for e in setup.unobservable]
-    by_name = {e.name: e for e in setup.entries}
-    header["stale_equivalent_marks"] = sorted(
-        n for n, mark in setup.equivalent.items()
-        if n in by_name and mark.get("fingerprint") not in (None, by_name[n].meta.get("fingerprint"))
-    )
+    header["not_observable_here"] = [campaign.not_observable(e, setup.equivalent, setup.backend.name)
+                                     for e in setup.unobservable]
+    header["stale_equivalent_marks"] = campaign.stale_marks(setup.equivalent, setup.entries)
     if setup.library:
         header["library"] = {
             "modules": list(setup.library),
             "carriers": {f"{t.module}.{f}": {"op": c.op, "kernel": c.name} for t in setup.targets
                          for f, c in t.carriers.items()},
             "equivalent_file": args.equivalent,
-            "unknown_equivalent_marks": sorted(n for n in setup.equivalent if n not in by_name),
+            "unknown_equivalent_marks": sorted(set(setup.equivalent) - {e.name for e in setup.entries}),
         }
     return header
 
 
-def _sanity_jobs(args: argparse.Namespace, setup: _Setup, reused: _Reuse) -> list:
-    """The sanity jobs as run_campaign builds them, from the same settings (for the progress count)."""
-    from harness.mutation import campaign
-
-    if reused.saved_sanity is not None:
-        return []
-    settings = campaign.JobSettings(setup.backend.name, args.seed, setup.max_examples, tuple(args.plugin), setup.modules,
-                                    setup.case, setup.library, args.carrier)
-    checks, _ = campaign.sanity_jobs(setup.ops, settings, shards=campaign.clean_shards(setup.parallel, len(setup.ops)))
-    return checks
-
-
-def _progress_classes(checks: list):
-    from harness.mutation import campaign
-
-    sanity_names = {j.kernel for j in checks}
-
-    def classify(event) -> str:
-        """What a finished job means for the campaign (the CI log's counts and its full lines)."""
-        if event.kind == "skipped":
-            return "not run"
-        if event.job.kernel in sanity_names:
-            forced = event.job.kernel.startswith(campaign.SANITY_PREFIX)
-            return "sanity ok" if (event.failed > 0) == forced else "sanity failed"
-        return "killed" if event.failed > 0 else "survived"
-
-    return classify
-
-
-def _driver_args(args: argparse.Namespace, setup: _Setup) -> tuple[str, ...]:
-    """What the sanitizer's driver needs to find a library mutant (plugins, modules, carrier)."""
-    if not setup.library:
-        return ()
-    words = [w for path in args.plugin for w in ("--plugin", os.path.abspath(path))]
-    words += [w for m in setup.library for w in ("--mutate-module", m)]
-    return tuple(words + (["--carrier", args.carrier] if args.carrier != "*" else []))
-
-
-def _run_pool(args: argparse.Namespace, setup: _Setup, reused: _Reuse, header: dict,
+def _run_pool(args: argparse.Namespace, setup: _Setup, reused, header: dict,
               stop: Callable[[], bool] | None = None):
-    """The sanity step and the mutants' jobs; ``stop`` (the --tests clean run failed) ends them
-    early, as an interruption would: nothing of this campaign could be scored by the tests."""
-    from harness.mutation import campaign
+    """The sanity step and the mutants' jobs (harness.mutation.session); ``stop`` (the --tests
+    clean run failed) ends them early, as an interruption would: nothing of this campaign could
+    be scored by the tests (run() then exits 2)."""
     from harness.execution.progress import Progress
+    from harness.mutation.session import CampaignSession
 
-    checks = _sanity_jobs(args, setup, reused)
-    looks = _first_looks(setup.cache, setup.runnable, setup.backend.name, args, setup.parallel,
-                         _driver_args(args, setup)) if not setup.case else None
-    with Progress("mutate", len(setup.runnable) - len(reused.saved) + len(checks), classify=_progress_classes(checks),
+    looks = None
+    if setup.backend.name == "cuda" and not args.no_memcheck and not setup.case:
+        from harness.mutation import memcheck_looks
+
+        looks = memcheck_looks.first_looks(
+            setup.cache, setup.runnable, parallel=setup.parallel, driver_args=setup.driver_args, on_start=lambda n: print(
+                f"mutate: memcheck first look at {n} mutant(s) killed by memcheck last time ...", flush=True))
+    session = CampaignSession(setup.plan(args, reused), first_looks=looks)
+    with Progress("mutate", session.job_count, classify=session.progress_class,
                   shown=("survived", "sanity failed")) as progress:
-        def on_event(event) -> None:
-            progress(event)
-            if stop is not None and stop():
-                raise KeyboardInterrupt  # the job pool stops as on Ctrl-C; run() then exits 2
-
-        check, outcomes = campaign.run_campaign(setup.entries, ops=setup.ops, equivalent=setup.equivalent,
-                                                timeout=args.timeout, case=setup.case, on_event=on_event,
-                                                first_looks=looks, saved=reused.saved,
-                                                saved_sanity=reused.saved_sanity, **setup.campaign_kw(args))
+        check, outcomes = session.run(on_event=progress, stop=stop)
     if looks is not None:
         header["memcheck_first"] = looks.summary()
     return check, outcomes
 
 
-def _sanity_record(check, reused: _Reuse) -> dict:
-    from harness.incremental import mutants as reuse
+def _finish(report, refused: str | None = None, *, scored: bool = True) -> dict:
+    """Write and print mutation.json (harness.mutation.session.CampaignReport); Ctrl-C waits
+    until the files are written."""
+    from harness.cli import outdir
+    from reports import mutation_report
 
-    sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
-              "timeouts": check.timeouts, "runs": check.details}
-    if reused.saved_sanity is not None:
-        sanity["reused_from"] = reused.sanity_plan.saved["saved_at"]
-    elif check.passed and reused.store is not None:  # passed: every sanity job ended, even in an interrupted campaign
-        reuse.save_sanity(reused.store, reused.sanity_plan, check)
-    return sanity
-
-
-def _keep_kills(setup: _Setup, kept: list) -> None:
-    """This campaign's kills (and on a GPU its memcheck kills) for the next one's case order."""
-    from harness.mutation import campaign, memcheck_looks
-    from reports import writer
-
-    if setup.cache_path is None or not kept:
-        return
-    for o in kept:
-        setup.kills.pop(o.entry.name, None)
-    setup.kills.update(campaign.observed_kills(kept))
-    if setup.backend.name == "cuda":  # memcheck kills, for the next GPU campaign's first looks
-        by_memcheck = setup.cache.setdefault("memcheck", {})
-        for o in kept:
-            by_memcheck.pop(o.entry.name, None)
-        by_memcheck.update(memcheck_looks.memcheck_kills(kept))
-    try:
-        writer.write_json(setup.cache_path.parent, setup.cache_path.name, setup.cache)
-    except OSError as exc:
-        print(f"mutate: warning: could not write the kill cache {setup.cache_path}: {exc}", file=sys.stderr)
-
-
-@dataclasses.dataclass
-class _Report:
-    """Writes mutation.json (and prints it) with what the campaign found."""
-
-    args: argparse.Namespace
-    setup: _Setup
-    header: dict
-    sanity: dict
-    outcomes: list
-    started: float
-    tests: object = None  # harness.mutation.library_tests.Scoring, or None without --tests
-
-    def finish(self, refused: str | None = None, *, scored: bool = True) -> dict:
-        """Build, write and print mutation.json: scored with the outcomes, or refused with none;
-        keep this campaign's kills for the next one. Ctrl-C waits until the files are written."""
-        from harness.cli import outdir
-
-        with outdir.signals_held():
-            return self._finish(refused, scored)
-
-    def _finish(self, refused: str | None, scored: bool) -> dict:
-        from harness.mutation import campaign
-        from reports import mutation_report, writer
-
-        kept = self.outcomes if scored else []
-        per_gpu = collections.Counter(o.gpu for o in self.outcomes if o.gpu is not None)
-        if per_gpu:  # how the campaign spread over the GPUs (each worker has one)
-            self.header["workers"]["mutants_per_gpu"] = dict(sorted(per_gpu.items()))
-        self.header["kill_cache"] = {"path": str(self.setup.cache_path) if self.setup.cache_path else None,
-                                     "hinted": len(self.setup.kills), "from": self.setup.hints_from}
-        _keep_kills(self.setup, kept)
-        report = mutation_report.build(
-            self.header, mutants=[self._mutant(o) for o in kept], score=campaign.score(kept) if scored else None,
-            min_score=self.args.min_score, sanity=self.sanity, kill_matrix=campaign.kill_matrix(kept),
-            minimal_cases=campaign.minimal_cases(kept), seconds=time.monotonic() - self.started, refused=refused,
-            tests=self.tests.summary() if self.tests is not None else None,
-        )
-        path = writer.write_json(self.args.report_dir, "mutation.json", report)
-        mutation_report.print_mutation(report, path=str(path), full=sys.stdout.isatty())
-        return report
-
-    def _mutant(self, outcome) -> dict:
-        data = outcome.to_dict()
-        if self.setup.library:
-            data.update(self.tests.of(outcome.entry.name) if self.tests is not None
-                        else {"killed_by_tests": None, "tests_seconds": None})
-        return data
+    with outdir.signals_held():
+        data, path = report.write(refused, scored=scored)
+        mutation_report.print_mutation(data, path=str(path), full=sys.stdout.isatty())
+    return data
 
 
 def run(args: argparse.Namespace) -> int:
@@ -480,16 +326,20 @@ def run(args: argparse.Namespace) -> int:
             tests.stop_clean()  # the user's interruption: the clean run is not waited for
         else:
             _clean_verdict(args, tests)  # exit 2 if the command fails on the unmutated library
-    report = _Report(args, setup, header, _sanity_record(check, reused), outcomes, started, tests)
+    from harness.mutation.session import CampaignReport
+
+    report = CampaignReport(header, reused.sanity_record(check), outcomes, started, args.report_dir, args.min_score,
+                            setup.backend.name, setup.cache, setup.cache_path, setup.hints_from,
+                            library=bool(setup.library), tests=tests)
     if check.interrupted:  # what finished is kept; the score covers only that
         header.update(interrupted=True, not_run=check.not_run)
         if check.passed:  # the next run resumes from the final outcomes
-            _save_outcomes(reused, outcomes, partial=True)
-        report.finish(f"interrupted after {len(outcomes)} of {len(outcomes) + len(check.not_run)} mutants: the score "
+            reused.save(outcomes, partial=True)
+        _finish(report, f"interrupted after {len(outcomes)} of {len(outcomes) + len(check.not_run)} mutants: the score "
                       "covers only those and is not a verdict" + ("" if check.passed else f"; sanity: {check.reason}"))
         return 130
     if not check.passed:
-        report.finish(check.reason, scored=False)
+        _finish(report, check.reason, scored=False)
         return 1
     if tests is not None:  # the library's tests against the mutants, beside the memcheck second look
         tests.start_mutants(outcomes)
@@ -502,42 +352,28 @@ def run(args: argparse.Namespace) -> int:
     if interrupted:
         if tests is not None:
             tests.stop_mutants()
-        report.finish(interrupted)
+        _finish(report, interrupted)
         return 130
-    _save_outcomes(reused, outcomes)  # a complete campaign whose sanity step passed
+    reused.save(outcomes)  # a complete campaign whose sanity step passed
     if tests is not None and not tests.wait_mutants():
         header.update(interrupted=True, not_run=[])
-        report.finish(f"interrupted while the tests ran against the mutants ({tests.summary()['run']} run): "
+        _finish(report, f"interrupted while the tests ran against the mutants ({tests.summary()['run']} run): "
                       "the scores are not a verdict")
         return 130
-    return 0 if report.finish()["passed"] else 1
-
-
-def _save_outcomes(reused: _Reuse, outcomes: list, *, partial: bool = False) -> None:
-    if reused.store is not None:
-        from harness.incremental import mutants as reuse
-
-        reuse.save(reused.store, reused.plans, outcomes, partial=partial)
+    return 0 if _finish(report)["passed"] else 1
 
 
 def _second_look(args: argparse.Namespace, setup: _Setup, header: dict, outcomes: list) -> str | None:
     """On a GPU, memcheck on the survivors; why the score is no verdict if it was interrupted."""
-    from harness.mutation import campaign, memcheck_looks
+    from harness.mutation import memcheck_looks
 
-    survivors = sum(o.status is campaign.Status.SURVIVED for o in outcomes)
-    if setup.backend.name != "cuda" or args.no_memcheck or not survivors:
+    if setup.backend.name != "cuda" or args.no_memcheck:
         return None
-    print(f"mutate: memcheck second look at {survivors} survivor(s) ...", flush=True)
-    looked_from = time.monotonic()
-    header["memcheck"] = memcheck_looks.second_look(
-        outcomes, parallel=setup.parallel, driver_args=_driver_args(args, setup),
-        on_done=lambda o: print(f"  {o.entry.name}: {o.status.value}" + (f" ({o.killed_by['message'][:120]})" if o.killed_by else ""), flush=True))
-    header["memcheck"]["seconds"] = round(time.monotonic() - looked_from, 1)
-    if header["memcheck"].get("interrupted"):
-        header.update(interrupted=True, not_run=[])
-        return (f"interrupted during the memcheck second look ({header['memcheck']['checked']} of {survivors} "
-                "survivors looked at): the score is not a verdict")
-    return None
+    return memcheck_looks.second_look_of(
+        outcomes, header, parallel=setup.parallel, driver_args=setup.driver_args,
+        on_start=lambda n: print(f"mutate: memcheck second look at {n} survivor(s) ...", flush=True),
+        on_done=lambda o: print(f"  {o.entry.name}: {o.status.value}" + (f" ({o.killed_by['message'][:120]})"
+                                                                         if o.killed_by else ""), flush=True))
 
 
 def _start_tests(args: argparse.Namespace, setup: _Setup):

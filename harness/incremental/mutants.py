@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 from harness.incremental import plan as incremental
 from harness.incremental.store import Store
@@ -61,3 +62,41 @@ def save_sanity(store: Store, plan_, check) -> None:
     payload = {"reason": check.reason, "clean_seconds": check.clean_seconds, "details": check.details}
     incremental.remember(store, incremental.SANITY, plan_.parts["kernel"]["ops"] and ",".join(plan_.parts["kernel"]["ops"]),
                          plan_, payload)
+
+
+@dataclasses.dataclass
+class Reuse:
+    """What one campaign reuses from the store and saves back: outcomes and the sanity step
+    (nothing for a library campaign, whose outcomes depend on code the store does not key)."""
+
+    store: Store | None = None
+    plans: dict = dataclasses.field(default_factory=dict)
+    saved: dict = dataclasses.field(default_factory=dict)
+    sanity_plan: object = None
+    saved_sanity: object = None  # harness.mutation.campaign.Sanity, reused
+
+    @classmethod
+    def open(cls, report_dir, backend: str, entries, ops: list[str], *, fresh: bool, settings: dict,
+             timeout: float | None) -> Reuse:
+        """The store of ``report_dir`` (``fresh``: reuse nothing, mutate --no-cache), the plans of
+        ``entries`` and of the sanity step of ``ops`` under these settings (a mutant's also under
+        its ``timeout``), and what they reuse."""
+        store = Store(report_dir, reuse=not fresh)
+        plans = incremental.mutant_plans(entries, store, backend=backend, settings={**settings, "timeout": timeout})
+        sanity_plan = incremental.sanity_plan(ops, store, backend=backend, settings=settings)
+        return cls(store, plans, saved_outcomes(plans, entries), sanity_plan, saved_sanity(sanity_plan))
+
+    def sanity_record(self, check) -> dict:
+        """mutation.json's ``sanity`` for the verdict ``check``; a passed one not reused is saved
+        (passed: every sanity job ended, even in an interrupted campaign)."""
+        sanity = {"passed": check.passed, "reason": check.reason, "clean_seconds": check.clean_seconds,
+                  "timeouts": check.timeouts, "runs": check.details}
+        if self.saved_sanity is not None:
+            sanity["reused_from"] = self.sanity_plan.saved["saved_at"]
+        elif check.passed and self.store is not None:
+            save_sanity(self.store, self.sanity_plan, check)
+        return sanity
+
+    def save(self, outcomes, *, partial: bool = False) -> None:
+        if self.store is not None:
+            save(self.store, self.plans, outcomes, partial=partial)

@@ -1,22 +1,24 @@
-"""A mutation campaign: sanity first, then every selected mutant in a worker process, then a score.
+"""A mutation campaign's rules: sanity first, then every selected mutant in a worker process, then a score.
 
 Order (as mutmut does): the unmutated kernels must pass the suite and a forced failure must
-fail it, else nothing is scored. Each mutant then runs the same properties as ``verify``
-(``stop_at_first_failure``, no shrinking) in a worker process, with a time limit derived
-from the clean run; a healthy worker runs mutant after mutant (``reuse``), a crashed, hung or
-CUDA-poisoned one is replaced (harness.execution.jobs). Outcomes are one Enum; ``detected`` = killed, timeout or crashed.
+fail it (``sanity_held``, the one sanity rule), else nothing is scored. Each mutant then runs
+the same properties as ``verify`` (``stop_at_first_failure``, no shrinking) in a worker
+process, with a time limit derived from the clean run; a healthy worker runs mutant after
+mutant (``reuse``), a crashed, hung or CUDA-poisoned one is replaced (harness.execution.jobs).
+The run itself, sanity step and mutants in one pool, is harness.mutation.session. Here: the
+selection, the equivalence marks (``is_stale``, the one staleness rule), the sanity jobs and
+their verdict, a finished job's Outcome (one Enum; ``detected`` = killed, timeout or crashed),
+the kill cache's floor order and the score.
 
     score = detected / (total - incompetent - equivalent)
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import time
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from harness.cases.case import Case, repro_command
 from harness.settings import PROJECT_ROOT
@@ -24,9 +26,6 @@ from harness.execution.jobs import Event, Job, JobResult, run_jobs
 from harness.mutation.outcome import SANITY_PREFIX, Outcome, Status
 from harness.registry import discovery
 from harness.registry.registry import REGISTRY, KernelEntry
-
-if TYPE_CHECKING:
-    from harness.mutation.memcheck_looks import FirstLooks
 
 EQUIVALENT_FILE = PROJECT_ROOT / discovery.MUTANTS.replace(".", "/") / "equivalent.toml"
 TIMEOUT_FACTOR = 5.0
@@ -159,10 +158,22 @@ def _classify(entry: KernelEntry, result: JobResult) -> Outcome:
     return Outcome(entry, Status.SURVIVED, None, result.seconds)
 
 
+def is_stale(mark: dict, entry: KernelEntry) -> bool:
+    """A mark whose fingerprint is not the mutant's diff any more: the kernel changed, the
+    judgement must be made again; it is reported, never applied (a mark without one never is)."""
+    return mark.get("fingerprint") not in (None, entry.meta.get("fingerprint"))
+
+
+def stale_marks(marks: dict[str, dict], entries: list[KernelEntry]) -> list[str]:
+    """The names of the selected mutants whose mark is stale (mutation.json ``stale_equivalent_marks``)."""
+    by_name = {e.name: e for e in entries}
+    return sorted(n for n, mark in marks.items() if n in by_name and is_stale(mark, by_name[n]))
+
+
 def _mark_for(entry: KernelEntry, marks: dict[str, dict], backend: str | None) -> dict | None:
     """The mark of this diff (fingerprint) that holds on ``backend`` (a mark naming backends holds only there)."""
     mark = marks.get(entry.name)
-    if not mark or mark.get("fingerprint") not in (None, entry.meta.get("fingerprint")):
+    if not mark or is_stale(mark, entry):
         return None
     return mark if backend is None or "backends" not in mark or backend in mark["backends"] else None
 
@@ -177,6 +188,16 @@ def out_of_reach(entry: KernelEntry, marks: dict[str, dict], backend: str) -> di
     """The ``out_of_reach`` mark of this diff on ``backend``, or None: the mutant is listed apart there."""
     mark = _mark_for(entry, marks, backend)
     return mark if mark is not None and mark.get("kind") == "out_of_reach" else None
+
+
+def not_observable(entry: KernelEntry, marks: dict[str, dict], backend: str) -> dict:
+    """A mutant listed apart (mutation.json ``not_observable_here``): detectable only on other
+    backends, or marked out of the cases' reach on ``backend``."""
+    item = {"name": entry.name, "backends": list(entry.meta.get("backends", ())), "description": entry.description}
+    mark = out_of_reach(entry, marks, backend)
+    if mark is not None:
+        item["out_of_reach"] = {"needs": str(mark.get("needs", "")).strip(), "reason": str(mark.get("reason", "")).strip()}
+    return item
 
 
 def clean_shards(parallel: int, n_ops: int) -> int:
@@ -211,38 +232,53 @@ def sanity_jobs(ops: list[str], settings: JobSettings, *, shards: int = 1) -> tu
         for i in range(shards):
             job = settings.job(e.op, e.name, timeout=SANITY_TIMEOUT_S)
             job.shard, job.shards = i, shards
+            job.id = f"sanity:{e.op}:{e.name}" + (f":{i + 1}/{shards}" if shards > 1 else "")
             clean_jobs.append(job)
-    return clean_jobs + [settings.job(e.op, e.name, timeout=SANITY_TIMEOUT_S) for e in forced], None
+    forced_jobs = [settings.job(e.op, e.name, timeout=SANITY_TIMEOUT_S) for e in forced]
+    for job in forced_jobs:
+        job.id = f"sanity:{job.op}:{job.kernel}"
+    return clean_jobs + forced_jobs, None
+
+
+def is_forced(job: Job) -> bool:
+    """A forced failure of the sanity step (else the clean run of an unmutated kernel)."""
+    return job.kernel.startswith(SANITY_PREFIX)
+
+
+def sanity_held(job: Job, failed: bool) -> bool:
+    """The sanity rule, for one sanity job that ended with (``failed``) or without a failure:
+    an unmutated kernel must pass its suite and a forced failure must fail it."""
+    return failed == is_forced(job)
 
 
 def judge_sanity(jobs: list[Job], results: list[JobResult]) -> Sanity:
     details, problems, seconds = [], [], {}
     for job, result in zip(jobs, results):
-        is_forced = job.kernel.startswith(SANITY_PREFIX)
+        forced = is_forced(job)
         failure = _first_failure(result)
-        details.append({"op": job.op, "kernel": job.kernel, "role": "forced_failure" if is_forced else "clean",
+        details.append({"op": job.op, "kernel": job.kernel, "role": "forced_failure" if forced else "clean",
                         "status": result.status, "passed": result.passed, "cases": result.cases_run,
                         "seconds": result.seconds, "first_failure": failure})
-        problem = _sanity_problem(job, result, failure, is_forced)
+        problem = _sanity_problem(job, result, failure)
         if problem:
             problems.append(problem)
-        if not is_forced:
+        if not forced:
             seconds[job.op] = max(seconds.get(job.op, 0.0), result.seconds)
     if problems:
         return Sanity(False, "; ".join(problems), seconds, details)
     return Sanity(True, "clean kernels pass, forced failures fail", seconds, details)
 
 
-def _sanity_problem(job: Job, result: JobResult, failure: dict | None, is_forced: bool) -> str | None:
+def _sanity_problem(job: Job, result: JobResult, failure: dict | None) -> str | None:
     if result.status == "interrupted":
-        return f"the {'forced failure' if is_forced else 'clean run'} {job.op}/{job.kernel} was interrupted before it ended"
-    if is_forced and result.passed:
+        return f"the {'forced failure' if is_forced(job) else 'clean run'} {job.op}/{job.kernel} was interrupted before it ended"
+    if sanity_held(job, failed=not result.passed):
+        return None
+    if is_forced(job):
         return f"the forced failure {job.kernel} passed every case: the properties of {job.op!r} detect nothing"
-    if not is_forced and not result.passed:
-        where = f"{failure['check']} on {failure['case_id']}" if failure else result.status
-        repro = f" (repro: {failure['repro']})" if failure and failure.get("repro") else ""
-        return f"the unmutated kernel {job.op}/{job.kernel} fails its own suite: {where}{repro}; fix it (make verify) before scoring mutants"
-    return None
+    where = f"{failure['check']} on {failure['case_id']}" if failure else result.status
+    repro = f" (repro: {failure['repro']})" if failure and failure.get("repro") else ""
+    return f"the unmutated kernel {job.op}/{job.kernel} fails its own suite: {where}{repro}; fix it (make verify) before scoring mutants"
 
 
 def sanity(ops: list[str], *, backend: str, seed: int, max_examples: int, plugins, parallel: int, modules,
@@ -253,181 +289,6 @@ def sanity(ops: list[str], *, backend: str, seed: int, max_examples: int, plugin
     if problem:
         return Sanity(False, problem, {}, [])
     return judge_sanity(jobs, run_jobs(jobs, parallel=parallel, on_event=on_event))
-
-
-class _Pool:
-    """The state of one campaign's pool of jobs: which jobs are the sanity step and whether it
-    has failed (then the mutants not yet started are skipped: their results would be
-    discarded), the mutants' limits (lowered once their op's clean run ends, as the pool reads
-    ``Job.timeout`` while it polls) and the kills of the memcheck first looks."""
-
-    def __init__(self, checks: list[Job], mutant_jobs: list[Job], *, timeout: float | None,
-                 first_looks: FirstLooks | None, on_event: Callable[[Event], None] | None):
-        self.checks, self.mutant_jobs = checks, mutant_jobs
-        self.sanity_ids = {id(j) for j in checks}
-        self.clean_ids = {id(j) for j in checks if not j.kernel.startswith(SANITY_PREFIX)}
-        self.clean_left = collections.Counter(j.op for j in checks if id(j) in self.clean_ids)
-        self.fixed_timeout, self.first_looks, self.forward = timeout, first_looks, on_event
-        self.sanity_failed = False  # set as soon as a clean run fails or a forced failure passes
-        self.looked: dict[str, Outcome] = {}  # mutant -> the kill its first look found
-        self.started = time.monotonic()
-
-    def run(self, *, parallel: int, reuse: bool) -> list[JobResult]:
-        results: list[JobResult] | None = None
-        try:
-            results = run_jobs(self.checks + self.mutant_jobs, parallel=parallel, on_event=self.on_event, reuse=reuse,
-                               skip=self.skip)
-        finally:
-            if self.first_looks is not None:  # after an interruption, the sanitizer runs still going are killed
-                self.first_looks.close(interrupted=results is None or any(r.status == "interrupted" for r in results))
-        return results
-
-    def skip(self, job: Job) -> bool | None:
-        """True: do not run it; None: not decided yet (its first look is still running)."""
-        if id(job) in self.sanity_ids:
-            return False
-        return True if self.sanity_failed else self._killed_by_look(job)
-
-    def _killed_by_look(self, job: Job) -> bool | None:
-        if self.first_looks is None or job.kernel not in self.first_looks:
-            return False
-        if not self.first_looks.done(job.kernel):
-            return None
-        found = self.first_looks.outcome(job.kernel)
-        if found is not None:
-            self.looked[job.kernel] = found
-        return found is not None
-
-    def on_event(self, event: Event) -> None:
-        if event.kind == "done" and id(event.job) in self.sanity_ids:
-            self._sanity_job_done(event)
-        if self.forward is None:
-            return
-        if event.kind == "skipped":
-            why = "killed by its memcheck first look" if event.job.kernel in self.looked else "the sanity step failed"
-            event = dataclasses.replace(event, current=why)
-        self.forward(event)
-
-    def _sanity_job_done(self, event: Event) -> None:
-        is_clean = id(event.job) in self.clean_ids
-        if (event.failed > 0) == is_clean:
-            self.sanity_failed = True
-        if is_clean:
-            self.clean_left[event.job.op] -= 1
-            if not self.clean_left[event.job.op] and self.fixed_timeout is None:
-                self._lower_limits(event.job.op)
-
-    def _lower_limits(self, op: str) -> None:
-        # the clean jobs start first, so the time since the start bounds their run from above
-        limit = TIMEOUT_FACTOR * (time.monotonic() - self.started) + TIMEOUT_MARGIN_S
-        for job in self.mutant_jobs:
-            if job.op == op:
-                job.timeout = limit
-
-
-def run_campaign(entries: list[KernelEntry], *, backend: str, seed: int, max_examples: int, plugins, parallel: int,
-                 modules, equivalent: dict[str, dict], timeout: float | None = None, case: str | None = None,
-                 on_event: Callable[[Event], None] | None = None, reuse: bool = True,
-                 hints: dict[str, tuple[str, ...]] | None = None,
-                 first_looks: FirstLooks | None = None, ops: list[str] | None = None,
-                 saved: dict[str, Outcome] | None = None,
-                 saved_sanity: Sanity | None = None, library: tuple[str, ...] = (),
-                 carrier: str = "*") -> tuple[Sanity, list[Outcome]]:
-    """Sanity and mutants in one pool: the clean run goes first and mutants fill the other slots.
-
-    Each mutant's limit is ``timeout`` if given, else TIMEOUT_FACTOR x its op's clean run + margin;
-    until the clean run ends, mutants already running carry a provisional limit, lowered to the
-    derived one as soon as the clean run finishes. If the sanity step fails, the mutants'
-    results are discarded, and the mutants not yet started when it fails are not run.
-
-    Mutants with a ``first_looks`` entry (memcheck on the case that killed them last time,
-    already running beside the pool: harness.mutation.memcheck_looks) are queued last; when one's turn
-    comes, a kill by its look stands for its run, else it runs the suite like any other; while
-    its look is still running it waits in the queue (the pool keeps watching the running jobs).
-
-    ``ops``: the ops whose sanity step runs (default: the entries' ops); a part of a sharded
-    campaign passes every selected op, so each part runs the whole sanity step.
-
-    ``saved``: outcomes reused from an earlier campaign (harness.incremental), not run again;
-    ``saved_sanity``: a passed sanity step reused the same way (its clean runs' times set the
-    mutants' limits). ``library``, ``carrier``: a library campaign (harness.mutation.library).
-    """
-    ops = sorted(ops if ops is not None else {e.op for e in entries})
-    settings = JobSettings(backend, seed, max_examples, tuple(plugins), tuple(modules), case, tuple(library), carrier)
-    checks, problem = sanity_jobs(ops, settings, shards=clean_shards(parallel, len(ops)))
-    if problem:
-        return Sanity(False, problem, {}, []), []
-    if saved_sanity is not None:
-        checks = []
-    outcomes, to_run = _decided_without_running(entries, equivalent, backend, saved)
-    if first_looks is not None:  # by the time the pool reaches these, their looks have mostly ended
-        to_run.sort(key=lambda e: e.name in first_looks)
-    mutant_jobs = [_mutant_job(e, settings, timeout or _limit(e.op, saved_sanity), hints) for e in to_run]
-    pool = _Pool(checks, mutant_jobs, timeout=timeout, first_looks=first_looks, on_event=on_event)
-    results = pool.run(parallel=parallel, reuse=reuse)
-    not_run = _collect(to_run, results[len(checks):], pool.looked, outcomes)
-    verdict = dataclasses.replace(saved_sanity) if saved_sanity is not None else judge_sanity(checks, results[: len(checks)])
-    verdict.timeouts = {j.op: round(j.timeout, 1) for j in mutant_jobs}
-    verdict.interrupted = any(r.status == "interrupted" for r in results)
-    verdict.not_run = not_run
-    if verdict.interrupted:  # keep what finished: the report shows it, unscored as a gate
-        return verdict, [outcomes[e.name] for e in entries if e.name in outcomes]
-    if not verdict.passed:
-        return verdict, []
-    return verdict, [outcomes[e.name] for e in entries]
-
-
-def _decided_without_running(entries: list[KernelEntry], equivalent: dict[str, dict], backend: str,
-                             saved: dict[str, Outcome] | None) -> tuple[dict[str, Outcome], list[KernelEntry]]:
-    """The outcomes known before the pool starts (marked equivalent, reused), and the mutants to run."""
-    outcomes: dict[str, Outcome] = {}
-    to_run = []
-    for e in entries:
-        if is_marked(e, equivalent, backend):
-            mark = equivalent[e.name]
-            note = mark["reason"].strip()
-            if mark.get("kind") == "precision":  # the measurement travels with the judgement
-                note = f"precision (inside the op's error model): {note}; measured: {mark['evidence'].strip()}"
-            outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, note)
-        elif saved and e.name in saved:
-            outcomes[e.name] = saved[e.name]
-        else:
-            to_run.append(e)
-    return outcomes, to_run
-
-
-def _mutant_job(entry: KernelEntry, settings: JobSettings, timeout: float, hints: dict | None) -> Job:
-    job = settings.job(entry.op, entry.name, timeout=timeout)
-    # a plugin's mutant is outside code that may patch global state: it gets a worker of its
-    # own; the project's mutants are copies of a module, executed apart, and share workers; a
-    # library mutant is swapped into the library's modules: a kernel process of its own, so
-    # that no code compiled before the swap (the clean run's) is reused
-    job.fresh = entry.origin == "plugin"
-    job.fresh_kernel = entry.origin == "library"
-    job.floor_first = hints.get(entry.name, hints.get("*", ())) if hints else ()
-    return job
-
-
-def _collect(to_run: list[KernelEntry], results: list[JobResult], looked: dict[str, Outcome],
-             outcomes: dict[str, Outcome]) -> list[str]:
-    """Put each finished mutant's outcome in ``outcomes``; return the names left unfinished."""
-    not_run = []
-    for e, r in zip(to_run, results):
-        if r.status == "skipped":
-            if e.name in looked:
-                outcomes[e.name] = looked[e.name]
-        elif r.status == "interrupted":
-            not_run.append(e.name)
-        else:
-            outcomes[e.name] = classify(e, r)
-    return not_run
-
-
-def _limit(op: str, saved_sanity: Sanity | None) -> float:
-    """A mutant's first limit: from the reused sanity step's clean run, else provisional."""
-    if saved_sanity is not None and op in saved_sanity.clean_seconds:
-        return TIMEOUT_FACTOR * saved_sanity.clean_seconds[op] + TIMEOUT_MARGIN_S
-    return PROVISIONAL_TIMEOUT_S
 
 
 HINTS_SHARED = 3  # the cases that killed the most mutants last time, tried after a mutant's own

@@ -50,3 +50,27 @@ def read(path: Path | None, committed: Path = COMMITTED) -> tuple[dict, str]:
         if data is not None:
             return data, "committed hints"
     return empty(), "none"
+
+
+def keep(cache: dict, path: Path | None, backend: str, kept: list) -> None:
+    """This campaign's kills in ``cache`` (its ``backends[backend]``; on a GPU also its memcheck
+    kills, for the next GPU campaign's first looks), written to ``path``: the next campaign's
+    case order. Nothing when the cache is off or nothing was kept."""
+    from harness.mutation import campaign, memcheck_looks
+    from reports import writer
+
+    if path is None or not kept:
+        return
+    kills = cache.setdefault("backends", {}).setdefault(backend, {})
+    for o in kept:
+        kills.pop(o.entry.name, None)
+    kills.update(campaign.observed_kills(kept))
+    if backend == "cuda":
+        by_memcheck = cache.setdefault("memcheck", {})
+        for o in kept:
+            by_memcheck.pop(o.entry.name, None)
+        by_memcheck.update(memcheck_looks.memcheck_kills(kept))
+    try:
+        writer.write_json(path.parent, path.name, cache)
+    except OSError as exc:
+        print(f"mutate: warning: could not write the kill cache {path}: {exc}", file=sys.stderr)

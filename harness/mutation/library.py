@@ -26,6 +26,7 @@ import dataclasses
 import fnmatch
 import hashlib
 import importlib
+import os
 import sys
 import types
 from typing import Any, Callable
@@ -248,3 +249,13 @@ class LibraryMutant:
 
 def mutants_of(entries: list[KernelEntry]) -> list[KernelEntry]:
     return [e for e in entries if e.origin == ORIGIN]
+
+
+def driver_args(plugins, modules: tuple[str, ...], carrier: str = "*") -> tuple[str, ...]:
+    """What the sanitizer's driver needs to find a library mutant (its plugins, modules and
+    carrier); nothing for a project campaign (no ``modules``)."""
+    if not modules:
+        return ()
+    words = [w for path in plugins for w in ("--plugin", os.path.abspath(path))]
+    words += [w for m in modules for w in ("--mutate-module", m)]
+    return tuple(words + (["--carrier", carrier] if carrier != "*" else []))

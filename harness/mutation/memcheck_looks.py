@@ -92,6 +92,43 @@ def second_look(outcomes: list[Outcome], *, parallel: int, on_done: Callable[[Ou
     return {"available": True, "checked": len(survivors), "killed": killed}
 
 
+def first_looks(cache: dict, runnable: list[KernelEntry], *, parallel: int, driver_args: tuple[str, ...] = (),
+                on_start: Callable[[int], None] | None = None) -> FirstLooks | None:
+    """The first looks at the mutants of ``runnable`` the last campaign killed by memcheck (the
+    kill cache's ``memcheck`` part), started now; None when there are none or no sanitizer.
+    ``on_start``: told how many looks start, before they do."""
+    known = cache.get("memcheck", {})
+    cases = [(e, known[e.name]) for e in runnable if isinstance(known.get(e.name), str)]
+    path = sanitizers.available() if cases else None
+    if path is None:
+        return None
+    if on_start is not None:
+        on_start(len(cases))
+    more = {"driver_args": driver_args} if driver_args else {}
+    return FirstLooks(cases, parallel=max(1, parallel), sanitizer=path, **more)
+
+
+def second_look_of(outcomes: list[Outcome], header: dict, *, parallel: int, driver_args: tuple[str, ...] = (),
+                   on_start: Callable[[int], None] | None = None,
+                   on_done: Callable[[Outcome], None] | None = None) -> str | None:
+    """A campaign's second look (nothing without survivors): mutation.json's ``memcheck`` in
+    ``header``; if it was interrupted, the header says so and this returns why the score is no
+    verdict. ``on_start``: told how many survivors it looks at, before it does."""
+    survivors = sum(o.status is Status.SURVIVED for o in outcomes)
+    if not survivors:
+        return None
+    if on_start is not None:
+        on_start(survivors)
+    looked_from = time.monotonic()
+    header["memcheck"] = second_look(outcomes, parallel=parallel, driver_args=driver_args, on_done=on_done)
+    header["memcheck"]["seconds"] = round(time.monotonic() - looked_from, 1)
+    if header["memcheck"].get("interrupted"):
+        header.update(interrupted=True, not_run=[])
+        return (f"interrupted during the memcheck second look ({header['memcheck']['checked']} of {survivors} "
+                "survivors looked at): the score is not a verdict")
+    return None
+
+
 class FirstLooks:
     """Memcheck at once, on the case that killed each of these mutants last time (see the module).
 

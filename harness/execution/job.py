@@ -1,0 +1,98 @@
+"""A job of the worker pool (harness.execution.jobs), how it ended and what it reports on the way.
+
+``JobStatus`` and ``EventKind`` are StrEnums whose values the reports hold; ``Decision`` is what
+the pool's caller says about a queued job when its turn comes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from harness.settings import DEFAULTS
+from harness.record.case_record import CaseRecord
+
+
+@dataclasses.dataclass
+class Job:
+    op: str
+    kernel: str
+    backend: str  # resolved: "cuda" | "interpreter"
+    seed: int
+    max_examples: int
+    plugins: tuple[str, ...] = ()
+    case: str | None = None
+    stop_at_first_failure: bool = False
+    timeout: float = DEFAULTS.job_timeout_s
+    extra_modules: tuple[str, ...] = ()  # modules that register more entries (e.g. generated mutants)
+    shard: int = 0  # this job runs the cases of shard ``shard`` of ``shards`` (harness.run.suite)
+    shards: int = 1
+    fresh: bool = False  # a worker of its own, closed after it (code the harness cannot vouch for)
+    floor_first: tuple[str, ...] = ()  # floor case ids to run first (harness.run.suite; order only)
+    baseline: str | None = None  # verify --baseline: the paired base entry (``base:<name>``), compared per case
+    library: tuple[str, ...] = ()  # mutate --mutate-module: the library modules whose mutants the kernel process registers
+    carrier: str = "*"  # mutate --carrier: the plugin kernels that run the library's mutants
+    fresh_kernel: bool = False  # a kernel process of its own (a library mutant: nothing compiled before its swap)
+    id: str = ""  # a stable name for the caller (the campaign: ``sanity:<op>:<kernel>``, ``mutant:<name>``); unique in a run
+
+    @property
+    def label(self) -> str:
+        part = f" [{self.shard + 1}/{self.shards}]" if self.shards > 1 else ""
+        return f"{self.op}/{self.kernel}{part}"
+
+
+class JobStatus(enum.StrEnum):
+    """How a job ended. Reports hold the value (``"ok"``, ...)."""
+
+    OK = "ok"
+    CRASHED = "crashed"  # its worker or kernel process died
+    TIMEOUT = "timeout"  # its worker or kernel process hung
+    INTERRUPTED = "interrupted"  # the run was stopped before the job ended
+    SKIPPED = "skipped"  # not run (the caller's ``decide`` said SKIP)
+
+
+class EventKind(enum.StrEnum):
+    CASE = "case"  # a case of the job finished
+    DONE = "done"  # the job finished
+    SKIPPED = "skipped"  # the job was not run (the caller's ``decide`` said SKIP)
+
+
+class Decision(enum.StrEnum):
+    """What the pool does with a queued job when its turn comes (the caller's ``decide``)."""
+
+    RUN = "run"
+    SKIP = "skip"  # not run: it comes back with status ``skipped``
+    WAIT = "wait"  # not decided yet: it stays queued while the jobs behind it go ahead
+
+
+@dataclasses.dataclass
+class JobResult:
+    job: Job
+    status: JobStatus
+    records: list[CaseRecord]
+    cases_run: int
+    seconds: float
+    log_tail: str = ""
+    pid: int = 0  # the worker process that ran it (a healthy worker runs many jobs)
+    gpu: str | None = None  # CUDA_VISIBLE_DEVICES of that worker (None: not on CUDA)
+    current: str | None = None  # interrupted: the case the job was running
+    incompetent: str | None = None  # the judge's word that the job's mutant does not compile (harness.mutation.mutagen)
+
+    def __post_init__(self) -> None:
+        self.status = JobStatus(self.status)
+
+    @property
+    def passed(self) -> bool:
+        return self.status is JobStatus.OK and all(r.passed for r in self.records)
+
+
+@dataclasses.dataclass
+class Event:
+    job: Job
+    kind: EventKind
+    cases_run: int
+    failed: int
+    current: str | None
+
+    def __post_init__(self) -> None:
+        self.kind = EventKind(self.kind)
