@@ -39,7 +39,7 @@ def _print_self_limited(console: Console, kernel: dict) -> None:
                   f"shapes {', '.join(limited['shapes'][:8])}{' ...' if len(limited['shapes']) > 8 else ''}; "
                   f"said: {'; '.join(limited['reasons'])}"), highlight=False)
     for case_id in limited["case_ids"][:MAX_FAILURES_SHOWN]:
-        console.print(f"    rejected {case_id}", highlight=False, markup=False)
+        console.print(f"    rejected {case_id}", highlight=False, markup=False, soft_wrap=True)
     if len(limited["case_ids"]) > MAX_FAILURES_SHOWN:
         console.print(f"    ... and {len(limited['case_ids']) - MAX_FAILURES_SHOWN} more in the report", highlight=False)
 
@@ -85,9 +85,11 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
 
     failures = [r for r in report["cases"] if not r["passed"]]
     for r in failures[:MAX_FAILURES_SHOWN]:
-        console.print(f"[red]FAIL[/] {r['kernel']} [bold]{r['check']}[/] {r['case_id']}", highlight=False)
+        # never wrapped: a case id or repro line broken over two lines cannot be pasted (a log
+        # file or a CI console is narrower than a repro)
+        console.print(f"[red]FAIL[/] {r['kernel']} [bold]{r['check']}[/] {r['case_id']}", highlight=False, soft_wrap=True)
         for line in failure_text(r).splitlines()[1:]:
-            console.print(line, highlight=False, markup=False)
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
     if len(failures) > MAX_FAILURES_SHOWN:
         console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more failed checks in the report")
     unverified = sum(k.get("verdict") == "not verified" for k in report["kernels"])
