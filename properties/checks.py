@@ -111,19 +111,24 @@ def output_meta(name: str, actual: Any, meta: Meta, device: torch.device) -> tup
     return True, f"{name}: shape {tuple(meta.shape)}, {str(meta.dtype).removeprefix('torch.')}, {device.type}"
 
 
-def contract_rejection(error: BaseException | None, reasons: Sequence[str], snapshot: Snapshot) -> tuple[bool, str]:
-    """An out-of-contract case must raise ValueError/TypeError/NotImplementedError, inputs untouched."""
+def contract_rejection(error: BaseException | None, reasons: Sequence[str], snapshot: Snapshot,
+                       self_limits: bool = False) -> tuple[bool, str]:
+    """An out-of-contract case must raise ValueError/TypeError/NotImplementedError, inputs untouched;
+    a kernel declaring ``Contract(self_limits=True)`` states its limits with ``assert`` too, so an
+    AssertionError is a rejection of it as well."""
     why = "; ".join(reasons)
     changed = snapshot.changes()
     if error is None:
         return False, f"accepted out-of-contract input ({why}): the kernel returned instead of raising"
     # a KernelError (harness.run.kernel_host) describes an exception raised in the kernel's process
     name = getattr(error, "type_name", type(error).__name__)
-    if not getattr(error, "rejection", isinstance(error, REJECTIONS)):
-        return False, (
-            f"out-of-contract input ({why}) raised {name}: {error}; "
-            "expected ValueError, TypeError or NotImplementedError"
-        )
+    rejected = getattr(error, "rejection", isinstance(error, REJECTIONS))
+    if self_limits:
+        rejected = rejected or getattr(error, "limit", isinstance(error, REJECTIONS + (AssertionError,)))
+    if not rejected:
+        expected = "ValueError, TypeError, NotImplementedError or AssertionError" if self_limits else \
+            "ValueError, TypeError or NotImplementedError"
+        return False, f"out-of-contract input ({why}) raised {name}: {error}; expected {expected}"
     if changed:
         return False, f"rejected out-of-contract input ({why}) but modified its inputs first: " + "; ".join(changed)
     return True, f"rejected ({why}) with {name}: {str(error)[:200]}"

@@ -83,6 +83,23 @@ def test_a_2d_kernel_declaring_its_limit_is_not_failed_on_leading_dims():
     assert not undeclared[0].passed and "raised ValueError" in undeclared[0].message
 
 
+def softmax_2d_asserted(x):
+    assert x.dim() == 2, "x must be 2-D"  # the limit stated as wrappers in the wild state it
+    return torch.softmax(x.float(), -1).to(x.dtype)
+
+
+def test_an_assert_rejecting_an_out_of_contract_case_counts_when_the_kernel_states_its_limits():
+    """With Contract(self_limits=True) the kernel's assert is its rejection, out of contract too;
+    without the declaration an AssertionError stays a wrong answer to an out-of-contract case."""
+    cases = lead_cases("softmax")[:2]
+    records = run("softmax", softmax_2d_asserted, cases, Contract(max_leading_dims=1, self_limits=True))
+    assert records and all(r.passed and r.check == "contract" for r in records)
+    assert "with AssertionError" in records[0].message
+    plain = run("softmax", softmax_2d_asserted, cases[:1], Contract(max_leading_dims=1))
+    assert not plain[0].passed and "raised AssertionError" in plain[0].message
+    assert "expected ValueError, TypeError or NotImplementedError" in plain[0].message
+
+
 def test_the_project_kernels_take_leading_dims():
     from harness.registry.registry import load_project_kernels
 

@@ -215,7 +215,8 @@ class _Steps:
         snap = checks.Snapshot(self.named)
         error = self.phases.call(self.host.contract_call, self.inputs.args).error
         if not _out_of_bounds(self.run, error):
-            self.run.add("contract", *checks.contract_rejection(error, reasons, snap))
+            self.run.add("contract", *checks.contract_rejection(error, reasons, snap,
+                                                                       self.entry.contract.self_limits))
 
     def forward(self) -> Any:
         self.snap = checks.Snapshot(self.named)
