@@ -43,22 +43,40 @@ def add_rmsnorm_magnitudes(x, residual, gamma, eps, dy, dh) -> tuple[torch.Tenso
 
 
 def add_rmsnorm_rounded_h(x, residual, gamma, eps, dy, dh) -> tuple[torch.Tensor | None, ...]:
-    """Per check (y, h, dx, dresidual, dgamma), the first-order worst-case change when every
-    element of h moves by a relative 1 (|dh_k| <= |h_k|: a rounding of h, to be scaled by the
-    unit roundoff), each effect taken with its absolute value (rounding errors may align):
+    """Per check (y, h, dx, dresidual, dgamma), the first-order worst-case change of the result
+    computed at a moved h, when each element of h moves by at most |h_k| (a rounding of h, to be
+    scaled by the unit roundoff): sum over k of |d result / d h_k| |h_k|, the roundings of
+    different elements free to align. The derivative with respect to an element is taken whole
+    (all of its paths, through r and the row's mean, with their signs: a kernel computes at one
+    h); the other elements of the row are bounded term by term. With S = sum_k h_k^2 and
+    A = sum_k |u_k h_k| over the row, r = 1 / sqrt(S / N + eps), m = mean(u h), u = dy * gamma:
 
-    - y_i = h_i r g_i: directly |y_i|; through r (|dr / r| <= r^2 mean(h^2) <= 1) |y_i| again;
+    - y_i = h_i r g_i:  |r g_i h_i (1 - r^2 h_i^2 / N)| + |y_i| r^2 (S - h_i^2) / N;
     - h: none (h is the stored value; its own rounding is its output's);
-    - dnorm_i = r u_i - h_i r^3 m, m = mean(u h): |r u_i| and 3 |h_i r^3 m| through r,
-      |h_i r^3 m| through h_i, |h_i| r^3 mean(|u h|) through m; dx and dresidual add dh, exact;
-    - dgamma_j = sum_i dy_ij h_ij r_i: sum_i |dy h r| directly and again through r_i.
+    - dnorm_i = r u_i - h_i r^3 m:  |h_i| |-r^3 m + r^3 (3 r^2 m h_i^2 - 2 u_i h_i) / N|
+      + r^3 (|u_i| (S - h_i^2) + 3 r^2 |m h_i| (S - h_i^2) + |h_i| (A - |u_i h_i|)) / N;
+      dx and dresidual add dh, which does not depend on h;
+    - dgamma_j = sum_i dy_ij h_ij r_i: sum over rows of
+      |dy_ij r_i h_ij (1 - r_i^2 h_ij^2 / N)| + |dy_ij h_ij| r_i^3 (S_i - h_ij^2) / N.
+
+    A backward that takes r of one h and the h beside it of another (the forward's fp32 h and the
+    stored one) moves the two terms of dnorm apart, which no single h does: at N = 1,
+    dnorm = r u eps / (h^2 + eps) and this bound is 3 |dnorm| h^2 / (h^2 + eps), far below |r u|.
     """
     h = x.to(torch.float64) + residual.to(torch.float64)
     g, dyf = gamma.to(torch.float64), dy.to(torch.float64)
-    r = torch.rsqrt(h.square().mean(-1, keepdim=True) + eps)
-    y = (h * r * g).abs()
+    n = h.shape[-1]
+    s2 = h.square().sum(-1, keepdim=True)
+    rest = (s2 - h.square()).clamp(min=0)  # the row's other elements
+    r = torch.rsqrt(s2 / n + eps)
+    y = h * r * g
+    by_y = (y * (1 - r.square() * h.square() / n)).abs() + y.abs() * r.square() * rest / n
     u = dyf * g
     m = (u * h).mean(-1, keepdim=True)
-    dnorm = (r * u).abs() + 4 * (h * r.pow(3) * m).abs() + h.abs() * r.pow(3) * (u * h).abs().mean(-1, keepdim=True)
-    dgamma = 2 * (dyf * h * r).abs().sum(0)
-    return 2 * y, None, dnorm, dnorm, dgamma
+    a = (u * h).abs().sum(-1, keepdim=True)
+    own = (h * (-r.pow(3) * m + r.pow(3) * (3 * r.square() * m * h.square() - 2 * u * h) / n)).abs()
+    others = r.pow(3) * (u.abs() * rest + 3 * r.square() * (m * h).abs() * rest + h.abs() * (a - (u * h).abs())) / n
+    by_dnorm = own + others
+    contrib = dyf * h * r
+    by_dgamma = ((contrib * (1 - r.square() * h.square() / n)).abs() + contrib.abs() * r.square() * rest / n).sum(0)
+    return by_y, None, by_dnorm, by_dnorm, by_dgamma
