@@ -168,8 +168,15 @@ class DeclaredOp(OpSpec):
                     shapes.append(shape)
         return shapes
 
+    def declared_shapes(self, backend: str) -> list[dict[str, int]]:
+        """The declaration's floor shapes by purpose (``OpDecl.floor_shapes``, and on CUDA
+        ``floor_shapes_gpu``), as given, with its derived dims computed."""
+        shapes = self.decl.floor_shapes + (self.decl.floor_shapes_gpu if backend == "cuda" else ())
+        return [self.complete(dict(s)) for s in shapes]
+
     def floor_cases(self, *, backend: str) -> list[Case]:
         shapes = self.floor_shapes(backend)
+        shapes += [s for s in self.declared_shapes(backend) if s not in shapes]
         kinds = self.decl.value_kinds
         cases, i = [], 0
         for d, dtype in enumerate(strategies.DTYPES):

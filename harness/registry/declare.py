@@ -147,6 +147,11 @@ class OpDecl:
     # optional overrides: sizes the floor and the strategy favour for a dim, its largest value
     special_sizes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     max_size: dict[str, int] = dataclasses.field(default_factory=dict)
+    # shapes by purpose the floor adds to the derived ones, as given (not fitted to the budget):
+    # {dim: size} for every drawn dim; ``floor_shapes_gpu`` on CUDA only (sizes past what the
+    # interpreter runs, such as 32769 short rows where a library switches kernels)
+    floor_shapes: tuple[dict[str, int], ...] = ()
+    floor_shapes_gpu: tuple[dict[str, int], ...] = ()
     # dims computed from the drawn ones, in order: {dim: f(sizes) -> int} (module docstring)
     derived: dict[str, Callable[[dict[str, int]], int]] = dataclasses.field(default_factory=dict)
     # a dim counting rows that callers may give as several leading (batch) dims, x[B, S, N] for
@@ -188,6 +193,12 @@ class OpDecl:
                 or self.output[:1] != (self.leading,)):
             raise RegistryError(f"op {self.name!r}: leading={self.leading!r} must name a drawn dim that comes first in "
                                 "the output's shape and in every input's shape that has it")
+        drawn = dims - set(self.derived)
+        for shape in self.floor_shapes + self.floor_shapes_gpu:
+            if not isinstance(shape, dict) or set(shape) != drawn or any(
+                    isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in shape.values()):
+                raise RegistryError(f"op {self.name!r}: floor shape {shape!r} must give each drawn dim "
+                                    f"({sorted(drawn)}) a whole size >= 1")
         if dims and set(self.derived) >= dims:
             raise RegistryError(f"op {self.name!r}: every dim is derived; at least one must be drawn")
 
