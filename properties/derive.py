@@ -5,7 +5,8 @@ From the declared inputs the engine derives, identically for every declared op:
   beyond 4096 (8191 in the interpreter; 16385, 32769 and 65537 on a GPU, past the sizes where
   libraries switch kernels), the other dims at 7; the largest
   input kept within the backend's element budget, the dims that count programs (all but the
-  innermost of each input) within the backend's row limit. Crossed with every dtype; layouts,
+  innermost of each input) within the backend's row limit; then the declaration's shapes by
+  purpose (``OpDecl.floor_shapes``, on CUDA also ``floor_shapes_gpu``), as given. Crossed with every dtype; layouts,
   value kinds and scalar values taken in turn; then each shape the turns left without it as
   the plain case, contiguous fp32 with rows ignored where the op has an ignorable index (what a
   kernel or library wrapper narrowed to contiguous fp32 takes). On CUDA also the index-width cases
