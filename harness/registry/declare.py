@@ -83,6 +83,7 @@ class Index:
 class Scalar:
     name: str
     values: tuple[int | float, ...] | tuple[bool, ...]
+    positive: bool = False  # a number that must be > 0 in any case, a --case typed by hand too (an eps)
 
     def __post_init__(self) -> None:
         def kind(v) -> str | None:
@@ -96,6 +97,8 @@ class Scalar:
         if len(kinds) != 1 or None in kinds:
             raise RegistryError(f"Scalar {self.name!r}: values must be a non-empty tuple of ints and floats, of mode "
                                 f"names (letters, digits, _), or of bools only, got {self.values!r}")
+        if self.positive and (kinds != {"number"} or any(not v > 0 for v in self.values)):
+            raise RegistryError(f"Scalar {self.name!r}: positive=True needs numbers > 0, got {self.values!r}")
 
     @property
     def is_flag(self) -> bool:

@@ -25,7 +25,7 @@ from properties import values
 register_op(OpDecl(
     name="rmsnorm",
     signature="f(x[M, N], gamma[N], eps: float) -> y[M, N]",
-    inputs=(Tensor("x", "M, N"), Tensor("gamma", "N", values="gain"), Scalar("eps", (1e-6, 1e-5, 1e-12, 0.1))),
+    inputs=(Tensor("x", "M, N"), Tensor("gamma", "N", values="gain"), Scalar("eps", (1e-6, 1e-5, 1e-12, 0.1), positive=True)),
     output="M, N",
     reference=rmsnorm_reference,
     backward=lambda x, gamma, eps, dy: rmsnorm_backward(x, gamma, dy, eps),
