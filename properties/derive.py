@@ -5,7 +5,8 @@ From the declared inputs the engine derives, identically for every declared op:
   beyond 4096 (8191 in the interpreter; 16385, 32769 and 65537 on a GPU, past the sizes where
   libraries switch kernels), the other dims at 7; the largest
   input kept within the backend's element budget, the dims that count programs (all but the
-  innermost of each input) within the backend's row limit. Crossed with every dtype; layouts,
+  innermost of each input) within the backend's row limit; then the declaration's shapes by
+  purpose (``OpDecl.floor_shapes``, on CUDA also ``floor_shapes_gpu``), as given. Crossed with every dtype; layouts,
   value kinds and scalar values taken in turn; then each shape the turns left without it as
   the plain case, contiguous fp32 with rows ignored where the op has an ignorable index (what a
   kernel or library wrapper narrowed to contiguous fp32 takes). On CUDA also the index-width cases
@@ -42,7 +43,7 @@ from harness.compare.tolerances import Tolerance
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
 from harness.errors import UsageError
-from properties import layouts, leading, row_kinds, strategies, values
+from properties import case_params, layouts, leading, row_kinds, strategies, values
 
 ALL_IGNORED = "all_ignored"
 IGNORED = ("none", "some", "all")
@@ -171,8 +172,15 @@ class DeclaredOp(OpSpec):
                     shapes.append(shape)
         return shapes
 
+    def declared_shapes(self, backend: str) -> list[dict[str, int]]:
+        """The declaration's floor shapes by purpose (``OpDecl.floor_shapes``, and on CUDA
+        ``floor_shapes_gpu``), as given, with its derived dims computed."""
+        shapes = self.decl.floor_shapes + (self.decl.floor_shapes_gpu if backend == "cuda" else ())
+        return [self.complete(dict(s)) for s in shapes]
+
     def floor_cases(self, *, backend: str) -> list[Case]:
         shapes = self.floor_shapes(backend)
+        shapes += [s for s in self.declared_shapes(backend) if s not in shapes]
         kinds = self.decl.value_kinds
         cases, i = [], 0
         for d, dtype in enumerate(strategies.DTYPES):
@@ -281,10 +289,44 @@ class DeclaredOp(OpSpec):
             j += 1
         return cases
 
+    def case_checks(self, case: Case) -> dict[str, case_params.Check]:
+        """Each parameter of a case of this op, in case id order, with its check (properties.case_params):
+        dims whole >= 1, the dtype, value kind, scalar values (a mode or flag one of the declared,
+        a number finite, > 0 where the Scalar says ``positive``), ``ignored``, the seed."""
+        def anything(value) -> None:
+            return None
+
+        def number(positive: bool) -> case_params.Check:
+            finite = case_params.positive_number() if positive else (
+                lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                else "a finite number")
+            return finite
+
+        checks: dict[str, case_params.Check] = {d: case_params.whole(1) for d in self.dims}
+        if case.get(leading.LEAD) is not None:
+            checks[leading.LEAD] = anything  # leading.parse says what is wrong with it
+        checks["dtype"] = case_params.one_of(strategies.dtype_name(d) for d in strategies.DTYPES)
+        checks["layout"] = anything  # below, with the layouts this case may take
+        if case.get(layouts.WIDE) is not None:
+            checks[layouts.WIDE] = anything  # layouts.check_wide
+        checks["values"] = case_params.one_of(self.decl.value_kinds)
+        for s in self.scalars:
+            if s.is_flag:
+                checks[s.name] = case_params.one_of(("true", "false"))
+            elif isinstance(s.values[0], str):
+                checks[s.name] = case_params.one_of(s.values)
+            else:
+                checks[s.name] = number(s.positive)
+        if self.ignorable is not None:
+            checks["ignored"] = case_params.one_of(IGNORED)
+        checks["seed"] = case_params.whole(0)
+        return checks
+
     def validate_case(self, case: Case) -> None:
-        """The layout is one of the op's (or an index-width one, with a ``wide`` input it can
-        stretch); a derived dim must be what the drawn ones make it; the other parameters are
-        checked where they are used."""
+        """Every parameter is there and allowed (``case_checks``); the layout is one of the op's
+        (or an index-width one, with a ``wide`` input it can stretch); a derived dim must be
+        what the drawn ones make it."""
+        case_params.validate(case, self.case_checks(case))
         drawn = {d: case.get(d) for d in self.free_dims}
         if self.decl.derived and all(isinstance(n, int) and not isinstance(n, bool) for n in drawn.values()):
             for d, n in self.complete(drawn).items():

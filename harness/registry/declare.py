@@ -106,6 +106,7 @@ class Index:
 class Scalar:
     name: str
     values: tuple[int | float, ...] | tuple[bool, ...]
+    positive: bool = False  # a number that must be > 0 in any case, a --case typed by hand too (an eps)
 
     def __post_init__(self) -> None:
         def kind(v) -> str | None:
@@ -119,6 +120,8 @@ class Scalar:
         if len(kinds) != 1 or None in kinds:
             raise RegistryError(f"Scalar {self.name!r}: values must be a non-empty tuple of ints and floats, of mode "
                                 f"names (letters, digits, _), or of bools only, got {self.values!r}")
+        if self.positive and (kinds != {"number"} or any(not v > 0 for v in self.values)):
+            raise RegistryError(f"Scalar {self.name!r}: positive=True needs numbers > 0, got {self.values!r}")
 
     @property
     def is_flag(self) -> bool:
@@ -170,6 +173,11 @@ class OpDecl:
     # optional overrides: sizes the floor and the strategy favour for a dim, its largest value
     special_sizes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     max_size: dict[str, int] = dataclasses.field(default_factory=dict)
+    # shapes by purpose the floor adds to the derived ones, as given (not fitted to the budget):
+    # {dim: size} for every drawn dim; ``floor_shapes_gpu`` on CUDA only (sizes past what the
+    # interpreter runs, such as 32769 short rows where a library switches kernels)
+    floor_shapes: tuple[dict[str, int], ...] = ()
+    floor_shapes_gpu: tuple[dict[str, int], ...] = ()
     # dims computed from the drawn ones, in order: {dim: f(sizes) -> int} (module docstring)
     derived: dict[str, Callable[[dict[str, int]], int]] = dataclasses.field(default_factory=dict)
     # a dim counting rows that callers may give as several leading (batch) dims, x[B, S, N] for
@@ -227,6 +235,12 @@ class OpDecl:
                 or any(shape[:1] != (self.leading,) for shape in self.output_shapes)):
             raise RegistryError(f"op {self.name!r}: leading={self.leading!r} must name a drawn dim that comes first in "
                                 "each output's shape and in every input's shape that has it")
+        drawn = dims - set(self.derived)
+        for shape in self.floor_shapes + self.floor_shapes_gpu:
+            if not isinstance(shape, dict) or set(shape) != drawn or any(
+                    isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in shape.values()):
+                raise RegistryError(f"op {self.name!r}: floor shape {shape!r} must give each drawn dim "
+                                    f"({sorted(drawn)}) a whole size >= 1")
         if dims and set(self.derived) >= dims:
             raise RegistryError(f"op {self.name!r}: every dim is derived; at least one must be drawn")
 
