@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One GPU call, steps one after another (one harness pool on the GPU at a time), each under its own
+# limit, each step's wall time and exit status in $OUT/steps.txt, logs and reports in $OUT/gpu.tgz.
+#   STEPS="wild norms kernelbench mutate:add_rmsnorm" bash scripts/gpu_round.sh
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+O=${OUT:-/tmp/gpu_out}; R=reports/out/gpu; mkdir -p $O $R
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; python3 -c 'import torch, triton, hypothesis; print("torch", torch.__version__, "triton", triton.__version__, "hypothesis", hypothesis.__version__, "cuda", torch.version.cuda)'; nproc; git log -1 --format=%h 2>/dev/null; } > $O/machine.txt 2>&1
+KB=tests/fixtures/kernelbench
+V="python3 -m harness verify --backend cuda --no-render"
+step() {  # name limit command...
+    local name=$1 limit=$2; shift 2; local t=$(date +%s)
+    timeout -k 10 $limit "$@" > $R/$name.log 2>&1; local rc=$?
+    echo "$name rc=$rc seconds=$(( $(date +%s) - t ))" | tee -a $O/steps.txt
+}
+for s in ${STEPS:-wild norms kernelbench mutate:add_rmsnorm}; do case $s in
+    wild) step wild ${LWILD:-200} $V --plugin examples/plugins/as_written.py --select 'wild_*' --report-dir $R/wild ;;
+    norms) step norms ${LNORMS:-200} $V --op rmsnorm --op add_rmsnorm --report-dir $R/norms ;;
+    kernelbench) for p in softmax_torch softmax_naive; do step kb_$p 60 $V --reference $KB/softmax_problem.py --candidate $KB/$p.py --report-dir $R/kb_$p; done
+                 for p in rowmean_triton rowmean_triton_tail; do step kb_$p 60 $V --reference $KB/rowmean_problem.py --candidate $KB/$p.py --report-dir $R/kb_$p; done ;;
+    mutate:*) step mutate_${s#*:} ${LMUT:-240} python3 -m harness mutate --backend cuda --op ${s#*:} --report-dir $R/mut_${s#*:} ;;
+esac; done
+python3 scripts/failures.py $R/*/verify.json $R/*/mutation.json > $O/fail.txt 2>&1
+for f in $R/*.log; do tail -25 $f; done > $O/tails.txt 2>&1
+tar czf $O/gpu.tgz --exclude=incremental $R
