@@ -5,7 +5,8 @@ From the declared inputs the engine derives, identically for every declared op:
   beyond 4096 (8191 in the interpreter; 16385, 32769 and 65537 on a GPU, past the sizes where
   libraries switch kernels), the other dims at 7; the largest
   input kept within the backend's element budget, the dims that count programs (all but the
-  innermost of each input) within the backend's row limit. Crossed with every dtype; layouts,
+  innermost of each input) within the backend's row limit; then the declaration's shapes by
+  purpose (``OpDecl.floor_shapes``, on CUDA also ``floor_shapes_gpu``), as given. Crossed with every dtype; layouts,
   value kinds and scalar values taken in turn; then each shape the turns left without it as
   the plain case, contiguous fp32 with rows ignored where the op has an ignorable index (what a
   kernel or library wrapper narrowed to contiguous fp32 takes). On CUDA also the index-width cases
@@ -40,9 +41,9 @@ from harness.cases.case import Case
 from harness.compare import rounding
 from harness.compare.tolerances import Tolerance
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
-from harness.registry.opspec import Meta, OpInputs, OpSpec
+from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
 from harness.errors import UsageError
-from properties import layouts, leading, row_kinds, strategies, values
+from properties import case_params, layouts, leading, row_kinds, strategies, values
 
 ALL_IGNORED = "all_ignored"
 IGNORED = ("none", "some", "all")
@@ -75,6 +76,7 @@ class DeclaredOp(OpSpec):
         self.signature = decl.signature
         self.forward_check = decl.forward_check
         self.grad_checks = decl.grad_checks
+        self.output_checks = decl.output_checks  # () for one output (properties.ops: several, e.g. add_rmsnorm)
         self.__doc__ = decl.doc or self.__doc__
         tensors = [i for i in decl.inputs if not isinstance(i, Scalar)]
         self.dims = tuple(dict.fromkeys(d for i in tensors for d in i.shape))
@@ -95,6 +97,8 @@ class DeclaredOp(OpSpec):
         self.wide_inputs = tuple((i.name, i.shape) for i in decl.inputs if isinstance(i, Tensor))
         if decl.output:
             self.wide_inputs += ((layouts.UPSTREAM, decl.output),)
+        # an op of several outputs: the upstream gradient of each other output, named upstream_<output>
+        self.wide_inputs += tuple((f"{layouts.UPSTREAM}_{name}", shape) for name, shape in decl.outputs[1:] if shape)
         # and each index tensor (a target read as T + row * stride), after them: 17 GB in int64
         self.wide_index = tuple((i.name, i.shape) for i in decl.inputs if isinstance(i, Index))
 
@@ -118,7 +122,7 @@ class DeclaredOp(OpSpec):
                                if d not in self.decl.derived})
         # the output too: matmul's y[M, N] outgrows both of its inputs (and the float64
         # reference holds it twice over), so a budget on the inputs alone is not enough
-        shapes = [i.shape for i in self.decl.inputs if not isinstance(i, Scalar)] + [self.decl.output]
+        shapes = [i.shape for i in self.decl.inputs if not isinstance(i, Scalar)] + list(self.decl.output_shapes)
         for shape in shapes:
             for d in sorted(shape, key=lambda d: (d == keep, d in self.inner)):
                 total = math.prod(sizes[x] for x in shape)
@@ -168,8 +172,15 @@ class DeclaredOp(OpSpec):
                     shapes.append(shape)
         return shapes
 
+    def declared_shapes(self, backend: str) -> list[dict[str, int]]:
+        """The declaration's floor shapes by purpose (``OpDecl.floor_shapes``, and on CUDA
+        ``floor_shapes_gpu``), as given, with its derived dims computed."""
+        shapes = self.decl.floor_shapes + (self.decl.floor_shapes_gpu if backend == "cuda" else ())
+        return [self.complete(dict(s)) for s in shapes]
+
     def floor_cases(self, *, backend: str) -> list[Case]:
         shapes = self.floor_shapes(backend)
+        shapes += [s for s in self.declared_shapes(backend) if s not in shapes]
         kinds = self.decl.value_kinds
         cases, i = [], 0
         for d, dtype in enumerate(strategies.DTYPES):
@@ -278,10 +289,44 @@ class DeclaredOp(OpSpec):
             j += 1
         return cases
 
+    def case_checks(self, case: Case) -> dict[str, case_params.Check]:
+        """Each parameter of a case of this op, in case id order, with its check (properties.case_params):
+        dims whole >= 1, the dtype, value kind, scalar values (a mode or flag one of the declared,
+        a number finite, > 0 where the Scalar says ``positive``), ``ignored``, the seed."""
+        def anything(value) -> None:
+            return None
+
+        def number(positive: bool) -> case_params.Check:
+            finite = case_params.positive_number() if positive else (
+                lambda v: None if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                else "a finite number")
+            return finite
+
+        checks: dict[str, case_params.Check] = {d: case_params.whole(1) for d in self.dims}
+        if case.get(leading.LEAD) is not None:
+            checks[leading.LEAD] = anything  # leading.parse says what is wrong with it
+        checks["dtype"] = case_params.one_of(strategies.dtype_name(d) for d in strategies.DTYPES)
+        checks["layout"] = anything  # below, with the layouts this case may take
+        if case.get(layouts.WIDE) is not None:
+            checks[layouts.WIDE] = anything  # layouts.check_wide
+        checks["values"] = case_params.one_of(self.decl.value_kinds)
+        for s in self.scalars:
+            if s.is_flag:
+                checks[s.name] = case_params.one_of(("true", "false"))
+            elif isinstance(s.values[0], str):
+                checks[s.name] = case_params.one_of(s.values)
+            else:
+                checks[s.name] = number(s.positive)
+        if self.ignorable is not None:
+            checks["ignored"] = case_params.one_of(IGNORED)
+        checks["seed"] = case_params.whole(0)
+        return checks
+
     def validate_case(self, case: Case) -> None:
-        """The layout is one of the op's (or an index-width one, with a ``wide`` input it can
-        stretch); a derived dim must be what the drawn ones make it; the other parameters are
-        checked where they are used."""
+        """Every parameter is there and allowed (``case_checks``); the layout is one of the op's
+        (or an index-width one, with a ``wide`` input it can stretch); a derived dim must be
+        what the drawn ones make it."""
+        case_params.validate(case, self.case_checks(case))
         drawn = {d: case.get(d) for d in self.free_dims}
         if self.decl.derived and all(isinstance(n, int) and not isinstance(n, bool) for n in drawn.values()):
             for d, n in self.complete(drawn).items():
@@ -355,55 +400,77 @@ class DeclaredOp(OpSpec):
                 drawn.setdefault(shape, t)
             args.append(leading.place(t, layouts.for_input(layout, k, inp.name, wide), device))
             k += 1
-        out_shape = (leading.shape(self.decl.output, sizes, self.leading, lead) if lead is not None
-                     else tuple(n for _, n in self.output_dims(sizes)))
-        if out_shape:
-            upstream = leading.place(values.upstream(out_shape, gen).to(dtype),
-                                     layouts.for_input(layout, -1, layouts.UPSTREAM, wide), device)
-        else:  # a scalar: random size and sign, never 1
-            size = 0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)
-            upstream = (size * (1 if torch.rand((), generator=gen) < 0.5 else -1)).to(dtype).to(device)
+        ups = []
+        for j, dims in enumerate(self.decl.output_shapes):  # one upstream gradient per output
+            name = layouts.UPSTREAM if j == 0 else f"{layouts.UPSTREAM}_{self.decl.outputs[j][0]}"
+            out_shape = (leading.shape(dims, sizes, self.leading, lead) if lead is not None
+                         else tuple(sizes[d] for d in dims))
+            if out_shape:
+                ups.append(leading.place(values.upstream(out_shape, gen).to(dtype),
+                                         layouts.for_input(layout, -1, name, wide), device))
+            else:  # a scalar: random size and sign, never 1
+                size = 0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)
+                ups.append((size * (1 if torch.rand((), generator=gen) < 0.5 else -1)).to(dtype).to(device))
+        upstream = tuple(ups) if self.decl.outputs else ups[0]
         grad_wrt = tuple(p for p, i in enumerate(self.decl.inputs) if isinstance(i, Tensor) and i.differentiable)
         return OpInputs(args=tuple(args), grad_wrt=grad_wrt, upstream=upstream, dtype=dtype, layout=layout)
 
     # --- oracle and tolerance ----------------------------------------------------------
-    def evaluate(self, args: list[Any], upstream: torch.Tensor, grad_wrt: tuple[int, ...]) -> list[torch.Tensor]:
-        """[output, *gradients] of the float64 reference."""
+    def evaluate(self, args: list[Any], upstream, grad_wrt: tuple[int, ...]) -> list[torch.Tensor]:
+        """[output(s), *gradients] of the float64 reference; ``upstream``: one tensor per output
+        (a tuple where the op has several)."""
+        ups = upstreams(upstream)
         if self.decl.backward is not None:
             with torch.no_grad():
-                out = self.decl.reference(*args)
-            return [out, *self.decl.backward(*args, upstream)]
+                outs = self._outs(self.decl.reference(*args))
+            return [*outs, *self.decl.backward(*args, *ups)]
         leaves = [a.detach().requires_grad_(p in grad_wrt) if p in grad_wrt else a for p, a in enumerate(args)]
         with torch.enable_grad():
-            out = self.decl.reference(*leaves)
+            outs = self._outs(self.decl.reference(*leaves))
             wrt = [leaves[p] for p in grad_wrt]
-            grads = torch.autograd.grad(out, wrt, grad_outputs=upstream, allow_unused=True) if wrt else ()
+            used = [(o, u) for o, u in zip(outs, ups) if o.requires_grad]
+            grads = torch.autograd.grad([o for o, _ in used], wrt, grad_outputs=[u for _, u in used],
+                                        allow_unused=True) if wrt and used else [None] * len(wrt)
         grads = [torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt)]
-        return [out.detach(), *(g.detach() for g in grads)]
+        return [*(o.detach() for o in outs), *(g.detach() for g in grads)]
+
+    def _outs(self, value) -> tuple[torch.Tensor, ...]:
+        """The reference's output(s) as a tuple, as many as the op declares."""
+        outs = tuple(value) if self.decl.outputs else (value,)
+        if len(outs) != len(self.decl.output_shapes):
+            raise ValueError(f"op {self.name!r}: the reference returned {len(outs)} output(s), the declaration "
+                             f"names {len(self.decl.output_shapes)}")
+        return outs
 
     def oracle(self, inputs: OpInputs) -> dict[str, torch.Tensor]:
         f64 = [a.detach().to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
                for a in inputs.args]
         floats = [p for p, a in enumerate(f64) if isinstance(a, torch.Tensor) and a.is_floating_point()]
-        upstream = inputs.upstream.detach().to(torch.float64)
+        ups = [u.detach().to(torch.float64) for u in upstreams(inputs.upstream)]
+        upstream = tuple(ups) if self.decl.outputs else ups[0]
 
         def evaluate(perturbed: list[torch.Tensor]) -> list[torch.Tensor]:
             args = list(f64)
             for p, t in zip(floats, perturbed):
                 args[p] = t
-            return self.evaluate(args, perturbed[-1], inputs.grad_wrt)
+            rest = perturbed[len(floats):]
+            return self.evaluate(args, tuple(rest) if self.decl.outputs else rest[0], inputs.grad_wrt)
 
-        tensors = [f64[p] for p in floats] + [upstream]
+        tensors = [f64[p] for p in floats] + ups
         base = evaluate(tensors)
-        shifted = [self.decl.inputs[p].name in self.decl.shift_by_max for p in floats] + [False]
+        shifted = [self.decl.inputs[p].name in self.decl.shift_by_max for p in floats] + [False] * len(ups)
         centers = [rounding.row_max_center(t) if s else None for t, s in zip(tensors, shifted)]
         spreads = rounding.spread(evaluate, tensors, rounding.unit_roundoff(inputs.dtype), base, centers=centers)
         terms = self.terms(f64, upstream, base, inputs.grad_wrt)
-        names = [self.oracle_forward_name(inputs), *self.grad_checks]
+        first = self.oracle_forward_name(inputs)
+        names = [first, *self.output_checks[1:], *self.grad_checks]
         expected = {}
-        for name, value, spread, term, n in zip(names, base, spreads, terms, self.sum_lengths(inputs)):
+        rounded = self.rounded(f64, upstream, len(base), rounding.unit_roundoff(inputs.dtype))
+        for name, value, spread, term, n, extra in zip(names, base, spreads, terms, self.sum_lengths(inputs), rounded):
             expected[name] = value
             expected[f"{name}_magnitude"] = rounding.allowance(spread, term, n)
+            if extra is not None:
+                expected[f"{name}_magnitude"] = expected[f"{name}_magnitude"] + extra
             expected[f"{name}_terms"] = term  # for a kernel declaring Contract(precision="input")
         self.ignored_rows_exact(inputs, f64, expected)
         return expected
@@ -437,17 +504,32 @@ class DeclaredOp(OpSpec):
                 expected[key] = torch.where(rows, torch.zeros_like(expected[key]), expected[key])
             expected[f"{name}_nan_ok"] = (rows & nonfinite).expand_as(expected[name])
 
-    def terms(self, f64: list[Any], upstream: torch.Tensor, base: list[torch.Tensor], grad_wrt) -> list[torch.Tensor]:
+    def rounded(self, f64: list[Any], upstream, count: int, u: float) -> list[torch.Tensor | None]:
+        """Per check, what a kernel may add by computing from an intermediate it keeps in the input
+        dtype (OpDecl.rounded_terms, finite parts only) times that dtype's unit roundoff ``u``."""
+        if self.decl.rounded_terms is None:
+            return [None] * count
+        out = list(self.decl.rounded_terms(*f64, *upstreams(upstream)))
+        if len(out) != count:
+            raise ValueError(f"op {self.name!r}: rounded_terms returned {len(out)} entries, one per check ({count}) "
+                             "was expected")
+        return [None if t is None else u * torch.where(torch.isfinite(t), t.abs(), 0.0).to(torch.float64)
+                for t in out]
+
+    def terms(self, f64: list[Any], upstream, base: list[torch.Tensor], grad_wrt) -> list[torch.Tensor]:
         """Per check, the size of the terms its formula sums or cancels: the declaration's, else
-        |result| for the forward and, for a gradient, the larger of |result| and the gradient
+        |result| for each output and, for a gradient, the larger of |result| and the gradient
         for |upstream|: the upstream's signs are what make a gradient's sums cancel (the sum
         over rows of a broadcast input such as a bias, db = sum dy), and |dy| removes them."""
-        declared = list(self.decl.terms(*f64, upstream)) if self.decl.terms is not None else [None] * len(base)
-        out = [base[0].abs() if declared[0] is None else declared[0]]
-        if any(t is None for t in declared[1:]):
-            unsigned = self.evaluate(list(f64), upstream.abs(), grad_wrt)[1:]
-        for k, t in enumerate(declared[1:]):
-            out.append(torch.maximum(base[k + 1].abs(), unsigned[k].abs()) if t is None else t)
+        ups = upstreams(upstream)
+        k = len(ups)  # outputs first in ``base``, then the gradients
+        declared = list(self.decl.terms(*f64, *ups)) if self.decl.terms is not None else [None] * len(base)
+        out = [base[j].abs() if declared[j] is None else declared[j] for j in range(k)]
+        if any(t is None for t in declared[k:]):
+            unsigned_up = tuple(u.abs() for u in ups)
+            unsigned = self.evaluate(list(f64), unsigned_up if self.decl.outputs else unsigned_up[0], grad_wrt)[k:]
+        for j, t in enumerate(declared[k:]):
+            out.append(torch.maximum(base[k + j].abs(), unsigned[j].abs()) if t is None else t)
         return out
 
     def sum_lengths(self, inputs: OpInputs) -> list[int]:
@@ -455,10 +537,11 @@ class DeclaredOp(OpSpec):
         gradient also the output dims its input lacks (broadcasting sums over them)."""
         sizes = self.sizes(inputs)
         declared = max((sizes[d] for d in self.decl.reduces), default=1)
-        out = [declared]
+        out = [declared] * len(self.decl.output_shapes)
         for inp in self.decl.differentiable:
-            missing = [n for d, n in self.output_dims(sizes) if d not in inp.shape]
-            out.append(max(declared, math.prod(missing)))
+            missing = max(math.prod(sizes[d] for d in dims if d not in inp.shape) for dims in self.decl.output_shapes) \
+                if self.decl.outputs else math.prod(n for d, n in self.output_dims(sizes) if d not in inp.shape)
+            out.append(max(declared, missing))
         return out
 
     def oracle_forward_name(self, inputs: OpInputs) -> str:
@@ -488,6 +571,15 @@ class DeclaredOp(OpSpec):
             if not isinstance(inp, Scalar):
                 sizes.update(leading.sizes_of(inp.shape, tuple(arg.shape), self.leading))
         return sizes
+
+    def forward_metas(self, inputs: OpInputs) -> list[Meta]:
+        """Each output's shape and dtype (x's dtype, as the first float input's): one per output."""
+        if not self.decl.outputs:
+            return [self.forward_meta(inputs)]
+        sizes, first = self.sizes(inputs), self.forward_meta(inputs)
+        lead = first.shape[: len(first.shape) - len(self.decl.output) + 1] if self.decl.output else ()
+        return [Meta(leading.shape(dims, sizes, self.leading, lead) if self.leading and dims[:1] == (self.leading,)
+                     else tuple(sizes[d] for d in dims), first.dtype) for dims in self.decl.output_shapes]
 
     def forward_meta(self, inputs: OpInputs) -> Meta:
         sizes = self.sizes(inputs)

@@ -285,7 +285,7 @@ def test_register_op_takes_a_declaration_or_a_class_and_rejects_a_second_declara
     with pytest.raises(RegistryError, match="registered twice"):
         register_op(decl)
     assert REGISTRY.op("softmax").decl.reference is not decl.reference
-    assert type(REGISTRY.op("rmsnorm")).__name__ == "RMSNormSpec"  # the class form still works
+    assert type(REGISTRY.op("fused_linear_cross_entropy")).__name__ == "FusedLinearCrossEntropySpec"  # the class form still works
     with pytest.raises(RegistryError, match="appear in no input"):
         OpDecl(name="bad", signature="", inputs=(Tensor("x", "M"),), output="K", reference=lambda x: x,
                value_kinds=("normal",))

@@ -131,13 +131,13 @@ def test_run_case_records_out_of_bounds_for_a_plugin_kernel():
     load_plugin(PLUGIN)
     spec = REGISTRY.op("rmsnorm")
     entry = REGISTRY.get("rmsnorm", "rmsnorm_store_mask_dropped")
-    case = spec.case(3, 100, torch.float32, "contiguous", "normal", 1e-6, seed=7)
+    case = spec.case({"M": 3, "N": 100}, torch.float32, "contiguous", "normal", {"eps": 1e-6}, None, seed=7)
     run = run_case(spec, entry, case, backend="interpreter", device="cpu")
     failed = [r for r in run.records if not r.passed]
     assert [r.check for r in failed] == ["out_of_bounds"]
     assert "store out of bounds in kernel _forward_store_unmasked: program (2, 0, 0)" in failed[0].message
     assert "nearest argument 'Y' (arg 2" in failed[0].message
-    power_of_two = spec.case(3, 128, torch.float32, "contiguous", "normal", 1e-6, seed=7)  # N == BLOCK: no bug
+    power_of_two = spec.case({"M": 3, "N": 128}, torch.float32, "contiguous", "normal", {"eps": 1e-6}, None, seed=7)  # N == BLOCK: no bug
     assert run_case(spec, entry, power_of_two, backend="interpreter", device="cpu").passed
 
 
@@ -161,7 +161,7 @@ def test_run_case_records_out_of_bounds_in_backward_and_in_the_contract_call():
     load_plugin(PLUGIN)
     spec = REGISTRY.op("rmsnorm")
     plugin_entry = REGISTRY.get("rmsnorm", "rmsnorm_store_mask_dropped")
-    case = spec.case(3, 100, torch.float32, "contiguous", "normal", 1e-6, seed=7)
+    case = spec.case({"M": 3, "N": 100}, torch.float32, "contiguous", "normal", {"eps": 1e-6}, None, seed=7)
     backward = dataclasses.replace(plugin_entry, name="backward_store_unmasked", fn=_BackwardStoreUnmasked.apply)
     records = run_case(spec, backward, case, backend="interpreter", device="cpu").records
     assert [r.check for r in records if not r.passed] == ["out_of_bounds"]

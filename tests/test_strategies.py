@@ -40,13 +40,25 @@ def test_rmsnorm_generator_produces_the_cases_that_matter(predicate):
     assert predicate(found)
 
 
-def test_rmsnorm_floor_holds_the_tutorial_shapes_in_every_dtype_and_layout():
-    floor = REGISTRY.op("rmsnorm").floor_cases(backend="interpreter")
+def test_rmsnorm_floor_holds_the_tutorial_shapes_in_every_dtype_and_every_layout():
+    spec = REGISTRY.op("rmsnorm")
+    floor = spec.floor_cases(backend="interpreter")
     assert len(floor) >= 72
-    combos = {(c["M"], c["N"], c["dtype"], c["layout"]) for c in floor}
+    shapes = {(c["M"], c["N"], c["dtype"]) for c in floor}
     for dtype in ("float32", "float16", "bfloat16"):
-        for layout in strategies.LAYOUTS:
-            assert (17, 257, dtype, layout) in combos and (1, 256, dtype, layout) in combos
+        # one element, N == BLOCK, N = BLOCK +- 1, the tutorial's benchmark shape, N past 4096
+        for m, n in ((1, 1), (7, 255), (7, 256), (7, 257), (128, 257), (4, 8191), (4, 8192)):
+            assert (m, n, dtype) in shapes
+        assert {c["layout"] for c in floor if c["dtype"] == dtype} == set(spec.layouts)
+    assert set(spec.layouts) == set(strategies.LAYOUTS) | {layouts.MIXED, layouts.MIXED_ALT}
+    eps = {c["eps"] for c in floor}
+    assert eps == {1e-6, 1e-5, 1e-12, 0.1}
+    gpu = spec.floor_cases(backend="cuda")
+    assert {c["dtype"] for c in gpu if (c["M"], c["N"]) == (32769, 97)} == {"float32", "float16", "bfloat16"}
+    assert {(c["layout"], c.get(layouts.WIDE)) for c in gpu if c["layout"] in layouts.INDEX_WIDTH_LAYOUTS} == {
+        (layouts.INDEX_WIDTH_ROWS, "x"), (layouts.INDEX_WIDTH_ROWS, "gamma"), (layouts.INDEX_WIDTH_ROWS, layouts.UPSTREAM),
+        (layouts.INDEX_WIDTH_COLS, "x"), (layouts.INDEX_WIDTH_COLS, layouts.UPSTREAM)}
+    assert not any(c["layout"] in layouts.INDEX_WIDTH_LAYOUTS or c["M"] == 32769 for c in floor)
 
 
 @pytest.mark.parametrize("layout", strategies.LAYOUTS)

@@ -19,7 +19,7 @@ def _base_outputs(steps, host):
     reply = host.forward(inputs.args, inputs.grad_wrt)
     if reply.error is not None:
         return None, f"the base kernel raised {reply.error.describe()}"
-    outs = [reply.value]
+    outs = list(reply.value) if isinstance(reply.value, tuple) else [reply.value]  # one per output
     if inputs.grad_wrt:
         reply = host.backward(inputs.grad_wrt, inputs.upstream)
         if reply.error is not None:

@@ -246,4 +246,4 @@ def _value_checks(op: str) -> list[str]:
     from harness.registry.registry import REGISTRY
 
     spec = REGISTRY.op(op)
-    return [spec.forward_check, *spec.grad_checks]
+    return list(spec.value_checks())

@@ -30,6 +30,15 @@ Input roles:
 A dim may be computed from the others instead of drawn (``derived``): a head dim that is twice
 the cos table's width, ``derived={"D": lambda s: 2 * s["R"]}``. The floor and the strategy draw
 the other dims and every case carries the computed one.
+
+Several outputs: ``output`` may map each output's name to its shape, in the order the kernel
+returns them (``output={"y": "M, N", "h": "M, N"}``: the kernel returns the tuple ``(y, h)``).
+The first output is checked as ``forward_check``, each other one as ``forward_<name>``, each
+against its own float64 value with its own allowance and its own shape and dtype. The backward
+gets one upstream gradient per output (each drawn and laid out like a single output's);
+``reference`` returns the outputs as a tuple, and ``backward`` and ``terms`` take the upstream
+gradients as trailing arguments, one per output in order (``terms(*args, dy, dh)``), ``terms``
+returning one entry per output, then one per gradient.
 """
 
 from __future__ import annotations
@@ -49,6 +58,20 @@ def _dims(shape: str | tuple[str, ...]) -> tuple[str, ...]:
         if not (isinstance(d, str) and d.isidentifier()):
             raise RegistryError(f"symbolic dimension {d!r} must be a name such as M or N")
     return dims
+
+
+def _outputs(op: str, output: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``output`` given as {name: shape} (several outputs) -> ((name, dims), ...); () otherwise."""
+    if not isinstance(output, dict):
+        return ()
+    if len(output) < 2:
+        raise RegistryError(f"op {op!r}: output={output!r}: a dict names two or more outputs; give a single "
+                            "output as its shape, output=\"M, N\"")
+    bad = [n for n in output if not (isinstance(n, str) and n.isidentifier())]
+    if bad:
+        raise RegistryError(f"op {op!r}: output names {bad} must be identifiers (each output's check is "
+                            "forward_<name>)")
+    return tuple((n, _dims(shape)) for n, shape in output.items())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +106,7 @@ class Index:
 class Scalar:
     name: str
     values: tuple[int | float, ...] | tuple[bool, ...]
+    positive: bool = False  # a number that must be > 0 in any case, a --case typed by hand too (an eps)
 
     def __post_init__(self) -> None:
         def kind(v) -> str | None:
@@ -96,6 +120,8 @@ class Scalar:
         if len(kinds) != 1 or None in kinds:
             raise RegistryError(f"Scalar {self.name!r}: values must be a non-empty tuple of ints and floats, of mode "
                                 f"names (letters, digits, _), or of bools only, got {self.values!r}")
+        if self.positive and (kinds != {"number"} or any(not v > 0 for v in self.values)):
+            raise RegistryError(f"Scalar {self.name!r}: positive=True needs numbers > 0, got {self.values!r}")
 
     @property
     def is_flag(self) -> bool:
@@ -133,7 +159,7 @@ class OpDecl:
     name: str
     signature: str
     inputs: tuple[Input, ...]
-    output: str | tuple[str, ...]
+    output: str | tuple[str, ...] | dict[str, str | tuple[str, ...]]  # {name: shape} for several outputs
     reference: Callable[..., Any]
     value_kinds: tuple[str, ...]
     forward_check: str = "forward"
@@ -147,14 +173,29 @@ class OpDecl:
     # optional overrides: sizes the floor and the strategy favour for a dim, its largest value
     special_sizes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     max_size: dict[str, int] = dataclasses.field(default_factory=dict)
+    # shapes by purpose the floor adds to the derived ones, as given (not fitted to the budget):
+    # {dim: size} for every drawn dim; ``floor_shapes_gpu`` on CUDA only (sizes past what the
+    # interpreter runs, such as 32769 short rows where a library switches kernels)
+    floor_shapes: tuple[dict[str, int], ...] = ()
+    floor_shapes_gpu: tuple[dict[str, int], ...] = ()
     # dims computed from the drawn ones, in order: {dim: f(sizes) -> int} (module docstring)
     derived: dict[str, Callable[[dict[str, int]], int]] = dataclasses.field(default_factory=dict)
     # a dim counting rows that callers may give as several leading (batch) dims, x[B, S, N] for
     # x[M, N]: the first dim of the output and of every input that has it (properties.leading)
     leading: str | None = None
+    # an intermediate the op's contract lets a kernel keep in the input dtype and compute from (a
+    # stored residual stream): ``rounded_terms(*args, *upstreams)`` returns per check (outputs, then
+    # gradients; None: nothing) the first-order worst-case change of the result when that
+    # intermediate is rounded by a relative 1 per element; the allowance adds it times the input
+    # dtype's unit roundoff (properties.derive)
+    rounded_terms: Callable[..., tuple[Any, ...]] | None = None
+    # (name, dims) of each output when there are several (``output`` a dict), else ():
+    # set from ``output``, whose own value becomes the first output's dims
+    outputs: tuple[tuple[str, tuple[str, ...]], ...] = dataclasses.field(default=(), init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "output", _dims(self.output))
+        object.__setattr__(self, "outputs", _outputs(self.name, self.output))
+        object.__setattr__(self, "output", self.outputs[0][1] if self.outputs else _dims(self.output))
         object.__setattr__(self, "reduces", _dims(self.reduces))
         object.__setattr__(self, "inputs", tuple(self.inputs))
         if not (isinstance(self.name, str) and self.name.isidentifier()):
@@ -166,6 +207,8 @@ class OpDecl:
             raise RegistryError(f"op {self.name!r} needs at least one float Tensor input")
         if not callable(self.reference):
             raise RegistryError(f"op {self.name!r}: reference must be callable")
+        if self.rounded_terms is not None and not callable(self.rounded_terms):
+            raise RegistryError(f"op {self.name!r}: rounded_terms must be callable or None")
         scalars = {i.name for i in self.inputs if isinstance(i, Scalar)}
         for i in self.inputs:
             if isinstance(i, Index) and i.ignore is not None and i.ignore not in scalars:
@@ -175,7 +218,11 @@ class OpDecl:
             raise RegistryError(f"op {self.name!r}: shift_by_max={self.shift_by_max!r} must be a tuple of float Tensor "
                                 f"input names, from {sorted(floats)}")
         dims = {d for i in self.inputs if not isinstance(i, Scalar) for d in i.shape}
-        missing = [d for d in self.output + self.reduces if d not in dims] + [
+        clash = [n for n, _ in self.outputs if n in names]
+        if clash:
+            raise RegistryError(f"op {self.name!r}: output name(s) {clash} repeat input names {names}")
+        out_dims = [d for _, shape in self.outputs for d in shape] if self.outputs else list(self.output)
+        missing = [d for d in out_dims + list(self.reduces) if d not in dims] + [
             i.high for i in self.inputs if isinstance(i, Index) and i.high not in dims
         ]
         if missing:
@@ -185,11 +232,30 @@ class OpDecl:
                                 f"({sorted(dims)}) to functions of the other dims' sizes")
         if self.leading is not None and (self.leading not in dims or self.leading in self.derived or any(
                 self.leading in i.shape[1:] for i in self.inputs if not isinstance(i, Scalar))
-                or self.output[:1] != (self.leading,)):
+                or any(shape[:1] != (self.leading,) for shape in self.output_shapes)):
             raise RegistryError(f"op {self.name!r}: leading={self.leading!r} must name a drawn dim that comes first in "
-                                "the output's shape and in every input's shape that has it")
+                                "each output's shape and in every input's shape that has it")
+        drawn = dims - set(self.derived)
+        for shape in self.floor_shapes + self.floor_shapes_gpu:
+            if not isinstance(shape, dict) or set(shape) != drawn or any(
+                    isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in shape.values()):
+                raise RegistryError(f"op {self.name!r}: floor shape {shape!r} must give each drawn dim "
+                                    f"({sorted(drawn)}) a whole size >= 1")
         if dims and set(self.derived) >= dims:
             raise RegistryError(f"op {self.name!r}: every dim is derived; at least one must be drawn")
+
+    @property
+    def output_shapes(self) -> tuple[tuple[str, ...], ...]:
+        """Each output's dims, in the order the kernel returns them (one for a single output)."""
+        return tuple(shape for _, shape in self.outputs) if self.outputs else (self.output,)
+
+    @property
+    def output_checks(self) -> tuple[str, ...]:
+        """The value check of each output where there are several (``forward_check``, then
+        ``forward_<name>``); () for a single output, which the kernel returns as a tensor."""
+        if not self.outputs:
+            return ()
+        return (self.forward_check, *(f"forward_{name}" for name, _ in self.outputs[1:]))
 
     @property
     def grad_checks(self) -> tuple[str, ...]:

@@ -26,9 +26,16 @@ class OpInputs:
 
     args: tuple[Any, ...]  # positional arguments of the kernel, in the op's signature order
     grad_wrt: tuple[int, ...]  # positions in ``args`` whose gradients are checked
-    upstream: torch.Tensor | None  # gradient of the loss with respect to the output
+    # gradient of the loss with respect to the output; a tuple, one per output, for an op of several
+    # outputs (OpSpec.output_checks)
+    upstream: torch.Tensor | tuple[torch.Tensor, ...] | None
     dtype: torch.dtype  # dtype the tolerance table is read for
     layout: str
+
+
+def upstreams(upstream: Any) -> tuple:
+    """The upstream gradient(s) as a tuple: one per output (a single tensor or None: one)."""
+    return tuple(upstream) if isinstance(upstream, tuple) else (upstream,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,11 +51,14 @@ class OpSpec:
     signature: str = ""  # human description of the kernel signature
     forward_check: str = "forward"
     grad_checks: tuple[str, ...] = ()  # one check name per position in OpInputs.grad_wrt
+    # the value check of each output of an op whose kernel returns several (a tuple: the first is
+    # forward_check); () where the kernel returns one tensor
+    output_checks: tuple[str, ...] = ()
     special_checks: tuple[str, ...] = ()  # further names check_name() may return (special cases)
 
     def check_names(self) -> tuple[str, ...]:
         """Every name a record of this op's ``check`` field can carry (what a waiver may name)."""
-        return tuple(dict.fromkeys((self.forward_check, *self.grad_checks, *self.special_checks, *COMMON_CHECKS)))
+        return tuple(dict.fromkeys((self.forward_check, *self.output_checks, *self.grad_checks, *self.special_checks, *COMMON_CHECKS)))
 
     def input_names(self) -> tuple[str, ...]:
         """The kernel's arguments' names in order, read from ``signature`` (``f(x[M, N], gamma[N],
@@ -94,6 +104,14 @@ class OpSpec:
     def forward_meta(self, inputs: OpInputs) -> Meta:
         """Shape and dtype the forward output must have."""
         raise NotImplementedError
+
+    def forward_metas(self, inputs: OpInputs) -> list[Meta]:
+        """Shape and dtype of each output, in the order of ``output_checks`` (one: forward_meta's)."""
+        return [self.forward_meta(inputs)]
+
+    def value_checks(self) -> tuple[str, ...]:
+        """Every value check: each output's, then each gradient's."""
+        return (*(self.output_checks or (self.forward_check,)), *self.grad_checks)
 
     def check_name(self, check: str, case: Case) -> str:
         """Name under which a value check is recorded; an op may single out special cases."""

@@ -100,9 +100,13 @@ def error_of(exc: BaseException) -> KernelError:
 
 
 def output_of(value: Any) -> Any:
-    """A tensor output without its graph, or a NotATensor saying what came instead."""
+    """A tensor output without its graph (a tuple of tensors: each, for an op of several outputs),
+    or a NotATensor saying what came instead."""
     if isinstance(value, torch.Tensor) and value.layout == torch.strided:
         return value.detach()
+    if isinstance(value, tuple) and value and all(isinstance(v, torch.Tensor) and v.layout == torch.strided
+                                                  for v in value):
+        return tuple(v.detach() for v in value)
     text = repr(value) if value is not None else ""
     return NotATensor(type(value).__name__, text[:200])
 
@@ -208,7 +212,8 @@ class Session:
         whether the output of the call before A changed meanwhile)."""
         kept = self.out  # the kernel's own output of the last call: no later call may write into it
         # (unless it is one of the inputs, written in place: refilling them rewrites it)
-        before = kept.detach().clone() if isinstance(kept, torch.Tensor) and not _aliases(kept, self.args) else None
+        before = [k.detach().clone() if isinstance(k, torch.Tensor) and not _aliases(k, self.args) else None
+                  for k in _tensors(kept)]
         device = _device(self.args)
         leaves_a = _copies(self.args, grad_wrt)
         a_fwd = self._timed(lambda: self.fn(*leaves_a), device)
@@ -223,7 +228,9 @@ class Session:
         def inference():
             with torch.no_grad():
                 out = output_of(self.fn(*self.args))
-                if isinstance(out, torch.Tensor) and _aliases(out, self.args):
+                if isinstance(out, tuple):  # several outputs: each one as a single one
+                    out = tuple(o.clone() if _aliases(o, self.args) else o for o in out)
+                elif isinstance(out, torch.Tensor) and _aliases(out, self.args):
                     out = out.clone()  # written into an input by design: B's forward writes there again
                 for a, v in zip(self.args, values):  # B starts from the values, whatever the call wrote
                     if isinstance(a, torch.Tensor):
@@ -239,7 +246,7 @@ class Session:
                 replies.append(self.backward(grad_wrt_b, upstream))
         error = next((r.error for r in replies if r.error is not None), None)
         grads_b = replies[4].value if len(replies) > 4 and error is None else ()
-        changed = before is not None and not torch.equal(_bits(kept), _bits(before))
+        changed = any(b is not None and not torch.equal(_bits(k), _bits(b)) for k, b in zip(_tensors(kept), before))
         value = (replies[1].value, output_of(out_a), grads_a, replies[2].value, grads_b, changed)
         return Reply(value, error, sum(r.kernel_s for r in replies), sum(r.compile_s for r in replies))
 
@@ -307,11 +314,23 @@ def _copies(args: tuple, grad_wrt: tuple[int, ...]) -> list:
 
 
 def _gradients(out: Any, leaves, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> tuple:
-    """The gradients of ``out`` for the leaves at ``grad_wrt`` (None where unused), graphs dropped."""
-    if not isinstance(out, torch.Tensor) or not out.requires_grad:
+    """The gradients of ``out`` for the leaves at ``grad_wrt`` (None where unused), graphs dropped.
+    Several outputs (a tuple, ``upstream`` one per output): the outputs that require grad, each
+    with its own upstream gradient (one that does not contributes nothing, as in torch)."""
+    if isinstance(out, tuple) and isinstance(upstream, tuple):
+        used = [(o, u) for o, u in zip(out, upstream) if isinstance(o, torch.Tensor) and o.requires_grad]
+        out, upstream = [o for o, _ in used], [u for _, u in used]
+        if not out:
+            raise TypeError("no output requires grad: the kernel is not differentiable through autograd")
+    elif not isinstance(out, torch.Tensor) or not out.requires_grad:
         raise TypeError("the output does not require grad: the kernel is not differentiable through autograd")
     grads = torch.autograd.grad(out, [leaves[i] for i in grad_wrt], grad_outputs=upstream, allow_unused=True)
     return tuple(output_of(g) if g is not None else None for g in grads)
+
+
+def _tensors(value: Any) -> tuple:
+    """An output's tensors: itself, or each of a tuple (several outputs)."""
+    return tuple(value) if isinstance(value, tuple) else (value,)
 
 
 def _aliases(t: torch.Tensor, args) -> bool:

@@ -26,7 +26,7 @@ from harness.compare import nonfinite, tolerances
 from harness.record import waivers
 from harness.record.case_record import CaseRecord, Phase
 from harness.registry import inplace
-from harness.registry.opspec import Meta, OpInputs, OpSpec
+from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
 from harness.registry.registry import KernelEntry
 from harness.run.kernel_host import InProcessHost, KernelError, KernelLost, NotATensor, Refusal, Reply
 from properties import checks, layouts
@@ -154,7 +154,10 @@ class _Steps:
         self.later = True  # the second run and the refilled calls (run_case's ``later``)
         self.run = CaseRun(spec, entry, case, self.inputs, backend, phase)
         self.dev = torch.device(device)
-        self.named = [(f"arg{i}", a) for i, a in enumerate(self.inputs.args)] + [("upstream", self.inputs.upstream)]
+        ups = upstreams(self.inputs.upstream)
+        self.named = [(f"arg{i}", a) for i, a in enumerate(self.inputs.args)] + [
+            ("upstream" if j == 0 else f"upstream{j}", u) for j, u in enumerate(ups)]
+        self.n_out = len(spec.output_checks) or 1  # outputs of the forward (a tuple where more than one)
         self.fwd_name = spec.check_name(spec.forward_check, case)
         self.phase, self.device = phase, device
         self.phases = _Phases()
@@ -187,7 +190,7 @@ class _Steps:
         if reasons:
             self.out_of_contract(reasons)
             return
-        upstream = contract.tensor_violations((), (), self.inputs.upstream)
+        upstream = [r for u in upstreams(self.inputs.upstream) for r in contract.tensor_violations((), (), u)]
         if upstream:  # the kernel meets the upstream gradient only in its backward: nothing to reject
             self.run.add("contract", True, f"out of contract, not run: {'; '.join(upstream)}")
             return
@@ -226,13 +229,29 @@ class _Steps:
                 self.run.add(self.fwd_name, False, f"in-contract input, but the kernel raised {reply.error.describe()}"
                              + checks.self_limit_problem(reply, self.snap, self.entry.contract.self_limits))
             return None
-        if isinstance(reply.value, NotATensor) or not isinstance(reply.value, torch.Tensor):
-            got = reply.value.describe() if isinstance(reply.value, NotATensor) else type(reply.value).__name__
-            want = _describe_meta(self.spec.forward_meta(self.reference))
-            self.run.add(self.fwd_name, False, f"the kernel returned {got}, expected {want}")
+        problem = self.not_outputs(reply.value)
+        if problem is not None:
+            self.run.add(self.fwd_name, False, problem)
             return None
         self.run.add("inputs_unchanged", *checks.inputs_unchanged(self.snap, "forward", self.keep_written(False)))
         return reply.value
+
+    def not_outputs(self, value: Any) -> str | None:
+        """What is wrong with a forward's value: not a tensor, or for an op of several outputs not a
+        tuple of one tensor per output (None: nothing)."""
+        if self.spec.output_checks:
+            want = ", ".join(f"{c}: {_describe_meta(m)}" for c, m in zip(self.spec.output_checks,
+                                                                       self.spec.forward_metas(self.reference)))
+            if isinstance(value, tuple) and len(value) == self.n_out:
+                return None
+            got = value.describe() if isinstance(value, NotATensor) else (
+                f"a tuple of {len(value)} tensor(s)" if isinstance(value, tuple) else "a single tensor")
+            return f"the kernel returned {got}, expected a tuple of {self.n_out} tensors ({want})"
+        if isinstance(value, NotATensor) or not isinstance(value, torch.Tensor):
+            got = value.describe() if isinstance(value, NotATensor) else (
+                f"a tuple of {len(value)} tensor(s)" if isinstance(value, tuple) else type(value).__name__)
+            return f"the kernel returned {got}, expected {_describe_meta(self.spec.forward_meta(self.reference))}"
+        return None
 
     def self_limited(self, reply: Reply) -> bool:
         """A limit the kernel states itself (Contract(self_limits=True)): a rejection before any
@@ -260,8 +279,17 @@ class _Steps:
         self.run.add("inputs_unchanged", *checks.inputs_unchanged(self.snap, "backward", self.keep_written(True)))
         return tuple(reply.value), None
 
+    def output_metas(self, out) -> list[tuple[str, Any, Meta]]:
+        """(check, value, meta) of each output: one, or one per output of an op of several (``out`` a
+        tuple; None or anything else: each missing)."""
+        if not self.spec.output_checks:
+            return [(self.fwd_name, out, self.spec.forward_meta(self.reference))]
+        outs = out if isinstance(out, tuple) and len(out) == self.n_out else (None,) * self.n_out
+        names = (self.fwd_name, *self.spec.output_checks[1:])
+        return list(zip(names, outs, self.spec.forward_metas(self.reference)))
+
     def metas(self, out, grads: tuple) -> list[tuple[str, Any, Meta]]:
-        metas = [(self.fwd_name, out, self.spec.forward_meta(self.reference))]
+        metas = self.output_metas(out)
         for pos, name, g in zip(self.grad_wrt, self.spec.grad_checks, grads or [None] * len(self.grad_wrt)):
             arg = self.reference.args[pos]
             metas.append((name, g, Meta(tuple(arg.shape), arg.dtype)))
@@ -362,7 +390,7 @@ class _Steps:
                 self.run.add("repeatable", False, f"second run raised {reply.error.describe()}")
             return
         out2, grads2 = reply.value
-        second = [out2, *grads2]
+        second = [m[1] for m in self.output_metas(out2)] + list(grads2)
         ok, msg = checks.repeatable([m[1] for m in metas], second, [m[0] for m in metas])
         if ok:
             self.run.add("repeatable", True, msg)
@@ -416,10 +444,9 @@ class _Steps:
         metas_b = self.metas(out_b, grads_b)
         if only is not None:  # the forward and the one gradient B asked for
             arg = self.reference.args[grad_wrt[only]]
-            metas_b = [metas_b[0], (self.spec.grad_checks[only], grads_b[0] if grads_b else None,
-                                    Meta(tuple(arg.shape), arg.dtype))]
-        ok, msg, units = self._refilled([(self.fwd_name, inference, metas_b[0][2])], expected_b,
-                                        f"{said}: B under torch.no_grad")
+            metas_b = [*metas_b[:self.n_out], (self.spec.grad_checks[only], grads_b[0] if grads_b else None,
+                                                Meta(tuple(arg.shape), arg.dtype))]
+        ok, msg, units = self._refilled(self.output_metas(inference), expected_b, f"{said}: B under torch.no_grad")
         self.run.add("no_grad", ok, msg, rounding_units=units)
         ok_a, msg_a, units_a = self._refilled(self.metas(out_a, grads_a), expected, "A")
         ok_b, msg_b, units_b = self._refilled(metas_b, expected_b, "B")
@@ -457,7 +484,7 @@ class _Steps:
             self.run.add("changed_input", True, f"{said}: the backward refused the changed input (the same refusal "
                                                 f"follows an in-place write of unchanged values): {reply.value.message}")
             return
-        ok, msg, units = self._refilled(self.metas(None, reply.value)[1:], expected, "the gradients")
+        ok, msg, units = self._refilled(self.metas(None, reply.value)[self.n_out:], expected, "the gradients")
         hint = ("the backward read an input after the caller changed it: keep what the backward needs with "
                 "ctx.save_for_backward (torch then refuses a changed input) or keep a copy")
         self.run.add("changed_input", ok, f"{said}: {msg}" + ("" if ok else f" ({hint})"), rounding_units=units)

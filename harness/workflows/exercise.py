@@ -97,7 +97,8 @@ def build_mutant(name: str) -> KernelEntry:
 
 
 def cases(spec) -> list[Case]:
-    return [spec.case(ROWS, n, torch.float32, "contiguous", "normal", EPS, seed=n) for n in SIZES]
+    return [spec.case({"M": ROWS, "N": n}, torch.float32, "contiguous", "normal", {"eps": EPS}, None, seed=n)
+            for n in SIZES]
 
 
 def _scalar_check(fn: Callable, device: str) -> dict:
