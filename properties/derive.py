@@ -403,8 +403,12 @@ class DeclaredOp(OpSpec):
         ups = []
         for j, dims in enumerate(self.decl.output_shapes):  # one upstream gradient per output
             name = layouts.UPSTREAM if j == 0 else f"{layouts.UPSTREAM}_{self.decl.outputs[j][0]}"
-            out_shape = (leading.shape(dims, sizes, self.leading, lead) if lead is not None
-                         else tuple(sizes[d] for d in dims))
+            if lead is not None:
+                out_shape = leading.shape(dims, sizes, self.leading, lead)
+            elif not self.decl.outputs:  # one output: its shape as the op states it (read from a reference)
+                out_shape = tuple(n for _, n in self.output_dims(sizes))
+            else:
+                out_shape = tuple(sizes[d] for d in dims)
             if out_shape:
                 ups.append(leading.place(values.upstream(out_shape, gen).to(dtype),
                                          layouts.for_input(layout, -1, name, wide), device))

@@ -127,6 +127,7 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
     kinds_ = value_kinds or (values.ROW_KINDS + (row_kinds.LOGITS if shift else ())
                              + (row_kinds.NORMALISATION if norm else ()))
     magnitude = magnitude or fn
+    grad_wrt = [p for p, i in enumerate(inputs) if isinstance(i, Tensor) and i.differentiable]
     cancels = [names.index(n) for n in norm]
     decl = OpDecl(
         name=name,
@@ -134,8 +135,8 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
         inputs=tuple(inputs),
         output=(),  # the output's shape is read from the reference (ReferenceOp.output_dims)
         reference=trial.call,
-        terms=lambda *a: (_terms(trial, magnitude, a[:-1], cancels),) + (None,) * sum(
-            isinstance(i, Tensor) and i.differentiable for i in inputs),
+        terms=lambda *a: (_terms(trial, magnitude, a[:-1], cancels),
+                          *_grad_terms(trial, magnitude, a[:-1], a[-1], grad_wrt)),
         reduces=tuple(dict.fromkeys(dims.values())) if reduces is None else tuple(reduces),
         shift_by_max=tuple(shift),
         value_kinds=tuple(kinds_),
@@ -352,6 +353,39 @@ def _terms(trial: _Trial, magnitude: Callable, args, cancels: list[int] = ()) ->
         if cancels:
             out = torch.fmax(out, _cancelled(trial, args, cancels, result))
     return out
+
+
+def _grad_terms(trial: _Trial, magnitude: Callable, args, upstream: torch.Tensor, grad_wrt: list[int]):
+    """Per gradient, the size of the terms its formula sums or cancels: the largest of |the
+    gradient|, the gradient for |upstream| (the upstream's signs cancel a broadcast input's sum) and the
+    gradient of ``magnitude`` on the inputs' absolute values for |upstream|, as for the
+    forward's terms. A derivative evaluated where it is tiny cancels terms of the size it has
+    where the inputs are positive (gelu's 1 + tanh(u) near u = -4: each term about 1, their sum
+    1e-3), and fp32 rounds those terms, not the tiny result."""
+    if not grad_wrt:
+        return ()
+    out = [None] * len(grad_wrt)
+    for fn, absolute, up in ((trial.call, False, upstream), (trial.call, False, upstream.abs()),
+                             (magnitude, True, upstream.abs())):
+        leaves = [a.detach().abs() if absolute and isinstance(a, torch.Tensor) and a.is_floating_point()
+                  else a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        for p in grad_wrt:
+            leaves[p] = leaves[p].clone().requires_grad_(True)
+        try:
+            with torch.enable_grad():
+                res = fn(*leaves)
+                if res.shape != up.shape:
+                    continue
+                grads = torch.autograd.grad(res, [leaves[p] for p in grad_wrt], grad_outputs=up, allow_unused=True)
+        except Exception:  # noqa: BLE001 - a bound only; the default terms stand in
+            continue
+        for j, (g, p) in enumerate(zip(grads, grad_wrt)):
+            if g is None or g.shape != args[p].shape:
+                continue
+            g = g.detach().abs()
+            g = torch.where(torch.isfinite(g), g, torch.zeros_like(g))
+            out[j] = g if out[j] is None else torch.fmax(out[j], g)
+    return tuple(out)
 
 
 SENSITIVITY_STEP = 2.0 ** -20

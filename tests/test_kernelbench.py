@@ -194,3 +194,56 @@ def test_from_reference_ties_dims_and_derives_the_rounding_model():
     assert failed(fp32_accumulation) == set()
     bad = failed(low_precision_accumulation)
     assert bad and all(_param(c, "dtype") != "float32" for c in bad), sorted(bad)
+
+
+def test_from_reference_differentiable_op_judges_gradients_and_forward_only_kernels():
+    """A from_reference op's upstream gradient has the output's shape (read from the reference),
+    so its gradients are judged and a forward-only kernel of it is judged on its forward."""
+    import harness
+    import torch.nn.functional as F
+
+    op = harness.from_reference(lambda x, b: F.gelu(x + b, approximate="tanh"), (torch.randn(8, 300), torch.randn(300)),
+                                vary={"x": ("M", "N"), "b": ("N",)}, name="ref_bias_gelu", register=False)
+    cases = [c for c in op.floor_cases(backend="interpreter") if c["M"] * c["N"] <= 4096][:12]
+    assert cases
+
+    def right(x, b):
+        return F.gelu(x.float() + b.float(), approximate="tanh").to(x.dtype)
+
+    def exact_gelu(x, b):  # the erf gelu where the contract says tanh: 1e-3 off, far past rounding
+        return F.gelu(x.float() + b.float()).to(x.dtype)
+
+    def checks(fn, contract):
+        out = {}
+        for c in cases:
+            for r in run_case(op, KernelEntry(op.name, fn.__name__, fn, contract, "kernel", "plugin", __file__), c,
+                              backend="interpreter", device="cpu").records:
+                out.setdefault(r.check, []).append(r.passed)
+        return out
+
+    full = checks(right, Contract())
+    assert {"forward", "dx", "db"} <= set(full) and all(all(v) for v in full.values()), full
+    forward_only = checks(right, Contract(forward_only=True))
+    assert "forward" in forward_only and "dx" not in forward_only and all(all(v) for v in forward_only.values())
+    wrong = checks(exact_gelu, Contract(forward_only=True))
+    assert not all(wrong["forward"])
+
+    class ErfBackward(torch.autograd.Function):  # the right forward, the erf gelu's derivative backward
+        @staticmethod
+        def forward(ctx, x, b):
+            ctx.save_for_backward(x, b)
+            return right(x, b)
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, b = ctx.saved_tensors
+            with torch.enable_grad():
+                z = (x.float() + b.float()).requires_grad_(True)
+                (dz,) = torch.autograd.grad(F.gelu(z), z, dy.float())
+            return dz.to(x.dtype), dz.sum(0).to(b.dtype)
+
+    def wrong_backward(x, b):
+        return ErfBackward.apply(x, b)
+
+    bad = checks(wrong_backward, Contract())
+    assert all(bad["forward"]) and not all(bad["dx"]) and not all(bad["db"])
