@@ -23,7 +23,7 @@ from properties import checks, layouts
 
 SMALL = 2**10
 OPS = ("rmsnorm", "layer_norm", "softmax", "swiglu", "cross_entropy", "fused_linear_cross_entropy")
-LATER_OPS = ("rope", "matmul", "attention")  # their stretched inputs: test_declared_ops_index_width below
+LATER_OPS = ("rope", "matmul", "attention", "add_rmsnorm")  # their stretched inputs: test_declared_ops_index_width below
 ARG_NAMES = {"rmsnorm": ["x", "gamma", "eps"], "fused_linear_cross_entropy": ["x", "weight", "target", "ignore_index"]}
 
 
