@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One GPU call, steps one after another (one harness pool on the GPU at a time), each under its own
 # limit, each step's wall time and exit status in $OUT/steps.txt, logs and reports in $OUT/gpu.tgz.
-#   STEPS="wild norms kernelbench mutate:add_rmsnorm" bash scripts/gpu_round.sh
+#   STEPS="first wild norms kernelbench mutate:add_rmsnorm" bash scripts/gpu_round.sh
+# first: a new kernel's first verdict (the tutorial plugin); case:CASE_ID: one case of the as-written
+# kernels (CASE_KERNEL picks which); gate: make verify BACKEND=cuda under LGATE
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -16,6 +18,9 @@ step() {  # name limit command...
 }
 for s in ${STEPS:-wild norms kernelbench mutate:add_rmsnorm}; do case $s in
     wild) step wild ${LWILD:-200} $V --plugin examples/plugins/as_written.py --select 'wild_*' --report-dir $R/wild ;;
+    first) step first ${LFIRST:-120} $V --plugin examples/plugins/tutorial_rmsnorm.py --select tutorial_rmsnorm --report-dir $R/first ;;
+    case:*) step case ${LCASE:-120} $V --plugin examples/plugins/as_written.py --select "${CASE_KERNEL:-wild_*}" --case "${s#*:}" --report-dir $R/case ;;
+    gate) step gate ${LGATE:-560} make verify BACKEND=cuda REPORT=$R/gate ;;
     norms) step norms ${LNORMS:-200} $V --op rmsnorm --op add_rmsnorm --report-dir $R/norms ;;
     kernelbench) for p in softmax_torch softmax_naive; do step kb_$p 60 $V --reference $KB/softmax_problem.py --candidate $KB/$p.py --report-dir $R/kb_$p; done
                  for p in rowmean_triton rowmean_triton_tail; do step kb_$p 60 $V --reference $KB/rowmean_problem.py --candidate $KB/$p.py --report-dir $R/kb_$p; done ;;
