@@ -19,13 +19,17 @@ def softmax_masked_reference(x: torch.Tensor, mask: torch.Tensor, scale: float) 
 
 def _relative_scale(x, mask, scale):
     """(p, s): s_j bounds, in roundings, the relative error of any fp32 evaluation of p_j. The
-    exponent z_j - max carries a rounding of |scale x_j| (the product), of |scale x_max| (the
-    max's own product) and of |z_j - max| (the subtraction); the normaliser sums those with p."""
+    exponent z_j - max carries a rounding of |scale x_j| (the product), of |z_j| where the mask
+    is not 0 (the sum scale x_j + mask_j: exact where mask_j is 0, a rounding of |z_j| where it
+    is a most negative value such as -65504), the same two for the row's max, and a rounding of
+    |z_j - max| (the subtraction); the normaliser sums those with p."""
     xs = x.to(torch.float64) * scale
-    z = xs + mask.to(torch.float64)
+    m = mask.to(torch.float64)
+    z = xs + m
     p = torch.softmax(z, dim=-1)
     top = z.argmax(-1, keepdim=True)
-    own = (z.amax(-1, keepdim=True) - z) + xs.abs() + xs.gather(-1, top).abs()
+    added = torch.where(m != 0, z.abs(), 0.0)  # the sum's own rounding; -inf entries have p = 0 (below)
+    own = (z.amax(-1, keepdim=True) - z) + xs.abs() + added + xs.gather(-1, top).abs() + added.gather(-1, top)
     weighted = torch.where(p > 0, p * own, 0.0)  # a masked entry: p = 0, own = inf
     return p, torch.where(p > 0, 1.0 + own, 1.0) + weighted.sum(-1, keepdim=True)
 
