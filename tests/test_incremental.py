@@ -210,3 +210,44 @@ def test_an_interrupted_campaign_keeps_only_its_final_outcomes(tmp_path):
     reuse.save(store, plans, outcomes)  # a complete campaign keeps its survivors too
     kept = {name for name in statuses if store.get(incremental.MUTANT, plans[name].key) is not None}
     assert kept == {"k", "i", "s"}
+
+
+def test_the_sanity_steps_clean_run_leaves_out_the_cases_a_current_verify_verdict_passed(tmp_path):
+    # the gate runs verify, then the campaign, whose sanity step ran every clean kernel over the same
+    # cases again; now it runs only the cases verify did not pass, and still judges the clean kernel
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-m", "harness", "verify", "--backend", "interpreter", "--op", "rmsnorm", "--case", CASE,
+         "--no-render", "--jobs", "1", "--report-dir", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    console, report = _mutate(out)
+    assert "clean run of triton_rmsnorm: 1 case(s) passed in verify (verdict of " in console
+    (clean,) = [r for r in report["sanity"]["runs"] if r["role"] == "clean"]
+    assert (clean["cases"], clean["passed_in_verify"], clean["passed"]) == (0, 1, True)
+    assert report["sanity"]["clean_seconds"]["rmsnorm"] >= clean["verify_seconds"] > 0
+    (forced,) = [r for r in report["sanity"]["runs"] if r["role"] == "forced_failure"]
+    assert not forced["passed"] and forced["cases"] == 1  # the forced failure still runs
+    (m,) = report["mutants"]
+    assert m["status"] == "killed" and report["passed"]
+    console, report = _mutate(tmp_path / "elsewhere")  # no verify verdict there: the clean run runs its case
+    (clean,) = [r for r in report["sanity"]["runs"] if r["role"] == "clean"]
+    assert (clean["cases"], clean["passed_in_verify"]) == (1, 0) and "passed in verify" not in console
+
+
+def test_verified_cases_are_the_passed_cases_of_a_current_verdict_only(tmp_path, monkeypatch):
+    from harness.registry import loader
+    from harness.registry.registry import REGISTRY
+
+    plugin = tmp_path / "torch_rms_inc.py"
+    plugin.write_text(PLUGIN)
+    out = tmp_path / "out"
+    _verify(plugin, out)
+    ids = {c["case_id"] for c in json.loads((out / "verify.json").read_text())["cases"]}
+    loader.load_plugin(str(plugin))
+    entry = REGISTRY.get("rmsnorm", "torch_rms_inc")
+    cases, seconds, saved_at = incremental.verified_cases(entry, Store(out), backend="interpreter")
+    assert cases == ids and len(ids) > 10 and seconds > 0 and saved_at
+    assert incremental.verified_cases(entry, Store(out, reuse=False), backend="interpreter") is None  # --no-cache
+    plugin.write_text(PLUGIN + "\n# one more line\n")  # the kernel changed since: nothing is known of it
+    keys.closure.cache_clear()  # (one closure per module and process: a process of the next run sees the change)
+    assert incremental.verified_cases(entry, Store(out), backend="interpreter") is None

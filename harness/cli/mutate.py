@@ -120,7 +120,7 @@ class _Setup:
                             equivalent=self.equivalent, ops=tuple(self.ops), plugins=tuple(args.plugin),
                             modules=self.modules, case=self.case, timeout=args.timeout, reuse=not args.isolate,
                             hints=campaign.floor_hints(self.kills), saved=reused.saved,
-                            saved_sanity=reused.saved_sanity, library=self.library, carrier=args.carrier)
+                            saved_sanity=reused.saved_sanity, verified=reused.verified, library=self.library, carrier=args.carrier)
 
 
 def _check_library_options(args: argparse.Namespace) -> None:
@@ -245,6 +245,10 @@ def _incremental(args: argparse.Namespace, setup: _Setup):
         timeout=args.timeout)
     print(reuse.summary_line(reused.plans), flush=True)
     print(f"mutate: sanity step of {', '.join(setup.ops)}: {reused.sanity_plan.describe()}", flush=True)
+    if reused.saved_sanity is None:
+        for name, (cases, _, saved_at) in sorted(reused.verified.items()):
+            print(f"mutate: clean run of {name}: {len(cases)} case(s) passed in verify (verdict of {saved_at}) "
+                  "are not run again", flush=True)
     return reused
 
 

@@ -33,6 +33,8 @@ class Job:
     library: tuple[str, ...] = ()  # mutate --mutate-module: the library modules whose mutants the kernel process registers
     carrier: str = "*"  # mutate --carrier: the plugin kernels that run the library's mutants
     fresh_kernel: bool = False  # a kernel process of its own (a library mutant: nothing compiled before its swap)
+    known_passed: tuple[str, ...] = ()  # case ids a current verify verdict passed: not run again (harness.run.suite)
+    known_seconds: float = 0.0  # what those cases took in verify (the sanity step's clean run: mutants' limits)
     id: str = ""  # a stable name for the caller (the campaign: ``sanity:<op>:<kernel>``, ``mutant:<name>``); unique in a run
 
     @property

@@ -124,6 +124,7 @@ def run_job(job: dict, index: int, out: _Out, be, process) -> None:
         stop_at_first_failure=job["stop_at_first_failure"],
         shard=(job.get("shard", 0), job.get("shards", 1)),
         floor_first=tuple(job.get("floor_first", ())),
+        known_passed=frozenset(job.get("known_passed", ())),
         progress=progress,
         on_start=on_start,
         host=ProcessHost(process),

@@ -74,6 +74,7 @@ class Reuse:
     saved: dict = dataclasses.field(default_factory=dict)
     sanity_plan: object = None
     saved_sanity: object = None  # harness.mutation.campaign.Sanity, reused
+    verified: dict = dataclasses.field(default_factory=dict)  # clean kernel -> incremental.verified_cases(...)
 
     @classmethod
     def open(cls, report_dir, backend: str, entries, ops: list[str], *, fresh: bool, settings: dict,
@@ -81,10 +82,17 @@ class Reuse:
         """The store of ``report_dir`` (``fresh``: reuse nothing, mutate --no-cache), the plans of
         ``entries`` and of the sanity step of ``ops`` under these settings (a mutant's also under
         its ``timeout``), and what they reuse."""
+        from harness.mutation.campaign import clean_kernels
+
         store = Store(report_dir, reuse=not fresh)
         plans = incremental.mutant_plans(entries, store, backend=backend, settings={**settings, "timeout": timeout})
         sanity_plan = incremental.sanity_plan(ops, store, backend=backend, settings=settings)
-        return cls(store, plans, saved_outcomes(plans, entries), sanity_plan, saved_sanity(sanity_plan))
+        verified = {}
+        for e in clean_kernels(ops, False):
+            found = incremental.verified_cases(e, store, backend=backend)
+            if found is not None:
+                verified[e.name] = found
+        return cls(store, plans, saved_outcomes(plans, entries), sanity_plan, saved_sanity(sanity_plan), verified)
 
     def sanity_record(self, check) -> dict:
         """mutation.json's ``sanity`` for the verdict ``check``; a passed one not reused is saved

@@ -158,6 +158,36 @@ def verify_plans(entries, store: Store, *, backend: str, settings: dict) -> list
             for e in entries]
 
 
+def verified_cases(entry, store: Store, *, backend: str) -> tuple[frozenset[str], float, str] | None:
+    """The cases a kernel's saved ``verify`` verdict passed (every check of the case), if that verdict
+    is still current: saved under the key that the kernel, its op, the engine, the harness and the
+    environment have now (whatever verify's settings were: a case id fixes its inputs, so a case
+    passed under other settings passed). (case ids, verify's worker-seconds, when it was saved), or
+    None. The mutation campaign's sanity step does not run these again (harness.mutation.campaign)."""
+    from harness.registry.registry import REGISTRY
+
+    if not (store.enabled and store.reuse):
+        return None
+    latest = store.peek(LATEST, keys.digest({"kind": VERIFY, "ident": f"{entry.op}/{entry.name}"}))
+    if latest is None:
+        return None
+    saved_parts = latest["payload"]["parts"]
+    device = "cuda" if backend == "cuda" else "cpu"
+    parts = kernel_parts(entry, REGISTRY.op(entry.op), backend=backend, device=device,
+                         settings=saved_parts.get("settings"))
+    if keys.digest(parts) != latest["payload"]["key"]:
+        return None
+    saved = store.get(VERIFY, latest["payload"]["key"])
+    if saved is None or saved["payload"].get("status") != "ok":
+        return None
+    verdicts: dict[str, bool] = {}
+    for r in saved["payload"]["records"]:
+        verdicts[r["case_id"]] = verdicts.get(r["case_id"], True) and bool(r["passed"]) and not r.get("inconclusive")
+    passed = frozenset(c for c, ok in verdicts.items() if ok)
+    seconds = float(saved["payload"].get("worker_seconds") or saved["payload"].get("seconds") or 0.0)
+    return passed, seconds, saved["saved_at"]
+
+
 TRAIN = "train"
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from harness.cases.case import Case, repro_command
 from harness.settings import PROJECT_ROOT
@@ -215,9 +215,13 @@ def clean_kernels(ops: list[str], library: bool) -> list[KernelEntry]:
     return [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and e.op in ops]
 
 
-def sanity_jobs(ops: list[str], settings: JobSettings, *, shards: int = 1) -> tuple[list[Job], str | None]:
+def sanity_jobs(ops: list[str], settings: JobSettings, *, shards: int = 1,
+                verified: Mapping[str, tuple[frozenset[str], float, str]] | None = None) -> tuple[list[Job], str | None]:
     """The clean run of every clean kernel of ``ops`` (split into ``shards`` jobs, which
-    together run the suite's whole case set: harness.run.suite) and the forced failure of each."""
+    together run the suite's whole case set: harness.run.suite) and the forced failure of each.
+    ``verified``: per clean kernel, the cases a current verify verdict passed and what they took
+    (harness.incremental.plan.verified_cases): the clean run leaves them out, and their time
+    counts in the clean run's (the mutants' limits)."""
     clean = clean_kernels(ops, bool(settings.library))
     names = {SANITY_PREFIX + e.name for e in clean}
     forced = [e for e in REGISTRY.select(kind="mutant", pattern=SANITY_PREFIX + "*") if e.op in ops and e.name in names]
@@ -232,6 +236,9 @@ def sanity_jobs(ops: list[str], settings: JobSettings, *, shards: int = 1) -> tu
         for i in range(shards):
             job = settings.job(e.op, e.name, timeout=SANITY_TIMEOUT_S)
             job.shard, job.shards = i, shards
+            if verified and e.name in verified:
+                known, seconds, _ = verified[e.name]
+                job.known_passed, job.known_seconds = tuple(sorted(known)), seconds
             job.id = f"sanity:{e.op}:{e.name}" + (f":{i + 1}/{shards}" if shards > 1 else "")
             clean_jobs.append(job)
     forced_jobs = [settings.job(e.op, e.name, timeout=SANITY_TIMEOUT_S) for e in forced]
@@ -258,12 +265,13 @@ def judge_sanity(jobs: list[Job], results: list[JobResult]) -> Sanity:
         failure = _first_failure(result)
         details.append({"op": job.op, "kernel": job.kernel, "role": "forced_failure" if forced else "clean",
                         "status": result.status, "passed": result.passed, "cases": result.cases_run,
-                        "seconds": result.seconds, "first_failure": failure})
+                        "seconds": result.seconds, "first_failure": failure,
+                        "passed_in_verify": len(job.known_passed), "verify_seconds": round(job.known_seconds, 3)})
         problem = _sanity_problem(job, result, failure)
         if problem:
             problems.append(problem)
         if not forced:
-            seconds[job.op] = max(seconds.get(job.op, 0.0), result.seconds)
+            seconds[job.op] = max(seconds.get(job.op, 0.0), result.seconds + job.known_seconds)
     if problems:
         return Sanity(False, "; ".join(problems), seconds, details)
     return Sanity(True, "clean kernels pass, forced failures fail", seconds, details)

@@ -41,7 +41,9 @@ class CampaignPlan:
     mutant's limit; None: TIMEOUT_FACTOR x its op's clean run + margin (until the clean run ends,
     a provisional limit). ``hints``: the kill cache's floor order (campaign.floor_hints).
     ``saved``: outcomes reused from an earlier campaign, not run again; ``saved_sanity``: a passed
-    sanity step reused the same way (its clean runs' times set the mutants' limits). ``library``,
+    sanity step reused the same way (its clean runs' times set the mutants' limits); ``verified``:
+    per clean kernel, the cases a current verify verdict passed, which its clean run leaves out
+    (harness.incremental.plan.verified_cases). ``library``,
     ``carrier``: a library campaign (harness.mutation.library)."""
 
     entries: tuple[KernelEntry, ...]
@@ -59,6 +61,7 @@ class CampaignPlan:
     hints: Mapping[str, tuple[str, ...]] | None = None
     saved: Mapping[str, Outcome] = dataclasses.field(default_factory=dict)
     saved_sanity: Sanity | None = None
+    verified: Mapping[str, tuple[frozenset[str], float, str]] = dataclasses.field(default_factory=dict)
     library: tuple[str, ...] = ()
     carrier: str = "*"
 
@@ -84,7 +87,8 @@ class CampaignSession:
         self.plan, self.first_looks = plan, first_looks
         settings = plan.job_settings()
         ops = plan.sanity_ops
-        checks, self.problem = sanity_jobs(ops, settings, shards=clean_shards(plan.parallel, len(ops)))
+        checks, self.problem = sanity_jobs(ops, settings, shards=clean_shards(plan.parallel, len(ops)),
+                                           verified=plan.verified)
         self.checks: list[Job] = [] if plan.saved_sanity is not None else checks
         self.sanity_ids = {j.id for j in self.checks}
         self.clean_left: dict[str, int] = {}
@@ -177,8 +181,10 @@ class CampaignSession:
         if not is_forced(event.job):
             self.clean_left[event.job.op] -= 1
             if not self.clean_left[event.job.op] and self.plan.timeout is None:
-                # the clean jobs start first, so the time since the start bounds their run from above
-                limit = TIMEOUT_FACTOR * (time.monotonic() - self.started) + TIMEOUT_MARGIN_S
+                # the clean jobs start first, so the time since the start bounds their run from above;
+                # the cases verify passed for it, left out of the run, count with what they took there
+                known = max((j.known_seconds for j in self.checks if j.op == event.job.op), default=0.0)
+                limit = TIMEOUT_FACTOR * (time.monotonic() - self.started + known) + TIMEOUT_MARGIN_S
                 for job in self.mutant_jobs:
                     if job.op == event.job.op:
                         self.pool.set_limit(job.id, limit)

@@ -84,6 +84,7 @@ class SuitePlan:
     shard: tuple[int, int] = (0, 1)
     floor_first: Sequence[str] = ()
     cheap_first: bool = False  # a mutant's floor: the cheap checks of every case before the later calls
+    known_passed: frozenset[str] = frozenset()  # cases a current verify verdict passed: not run again
 
     def mine(self, case: Case) -> bool:
         """Whether a generated case belongs to this shard."""
@@ -105,6 +106,7 @@ def run_suite(
     on_start: Callable[[Case], None] | None = None,
     shard: tuple[int, int] = (0, 1),
     floor_first: Sequence[str] = (),
+    known_passed: frozenset[str] = frozenset(),
     host=None,
     base_host=None,
 ) -> list[CaseRecord]:
@@ -112,14 +114,17 @@ def run_suite(
     puts the cases that killed a mutant last time first). Only the order changes: ids that are
     not floor cases of this backend are ignored, so the suite and its verdict stay the same.
     ``host``: how the kernel is called (harness.run.kernel_host; default: in this process). A
-    case whose kernel process hung, or was lost once too often, ends the suite there."""
+    case whose kernel process hung, or was lost once too often, ends the suite there.
+    ``known_passed``: case ids that a current verify verdict of this very kernel passed (the
+    campaign's sanity step, harness.incremental.plan.verified_cases): they are not run again and
+    leave no record; the suite's other cases run as before."""
     records: list[CaseRecord] = []
     index, count = shard
     if not 0 <= index < count:
         raise ValueError(f"shard {index} of {count} does not exist")
     plan = SuitePlan(backend=backend, seed=seed, max_examples=max_examples, only_case=only_case,
                      stop_at_first_failure=stop_at_first_failure, shard=shard, floor_first=floor_first,
-                     cheap_first=stop_at_first_failure and entry.kind == "mutant")
+                     cheap_first=stop_at_first_failure and entry.kind == "mutant", known_passed=known_passed)
 
     def one(case: Case, phase: Phase, later: bool = True) -> CaseRun | Inconclusive:
         if on_start:
@@ -164,11 +169,14 @@ def run_suite(
 def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan, release: Callable[[], None]) -> list[CaseRecord]:
     index, count = plan.shard
     if plan.only_case is not None:
+        if plan.only_case.id in plan.known_passed:
+            return records
         with gpu_slot.exclusive(plan.only_case, plan.backend, release):
             records += one(plan.only_case, Phase.EXPLICIT).records
         return records
 
-    floor = [case for position, case in enumerate(spec.floor_cases(backend=plan.backend)) if position % count == index]
+    floor = [case for position, case in enumerate(spec.floor_cases(backend=plan.backend))
+             if position % count == index and case.id not in plan.known_passed]
     if plan.floor_first:
         rank = {case_id: i for i, case_id in enumerate(plan.floor_first)}
         floor.sort(key=lambda case: rank.get(case.id, len(rank)))  # stable: the rest keep their order
@@ -218,8 +226,8 @@ def _generated(spec: OpSpec, one, kept: list[CaseRecord], plan: SuitePlan) -> No
     def _fails(case: Case) -> bool:
         failing_since = state["first_failure_at"]
         if failing_since is None:
-            if not plan.mine(case):
-                return False  # another shard runs it
+            if not plan.mine(case) or case.id in plan.known_passed:
+                return False  # another shard runs it, or a current verify verdict passed it
             run = one(case, Phase.GENERATED)
             kept.extend(run.records)
             if not run.passed:
