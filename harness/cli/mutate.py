@@ -10,6 +10,9 @@ Exit status: 0 iff score >= --min-score; 1 if the score is lower, or if the camp
 refuses to score because the sanity step failed (the unmutated kernel fails its suite, or a
 forced failure passes it; the report says which); 2 on bad usage, or when the tests command
 fails on the unmutated library.
+
+Length (over 400 lines): argument checks and console output for three kinds of campaign (the
+project's, a library's, a library's own tests); the campaign's run is harness.mutation.session.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ while compiling (``CompilationError``; in the interpreter, a front-end error wra
 exception reaches the runner. The kernel process sends that reason with the call's reply, and
 the judge puts it in the job's ``done`` event (harness.execution.worker): it travels in the
 worker's authenticated event stream like everything else the worker learns.
+
+Length (over 400 lines): generated and catalog mutants share the module re-execution, the
+``linecache`` sources and the launch guard; split, each half would import the other's internals.
 """
 
 from __future__ import annotations

@@ -11,6 +11,11 @@ The kernel is called through a host (harness.run.kernel_host): in this process f
 callers, in a kernel process of its own for the judge (harness.execution.worker). A host that
 loses its kernel process (it exited, was killed by a signal, or hung) raises KernelLost; the
 case then gets a failed ``crash`` or ``timeout`` record naming how it ended.
+
+Length (over 400 lines): the steps of one case share its state (the inputs, the oracle's values, the
+host, the records) in one ``_Steps`` object, and each later call (second run, refilled calls,
+changed input) sits beside the comparison that judges it; split, each part would reach back
+into that state.
 """
 
 from __future__ import annotations

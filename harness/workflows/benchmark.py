@@ -29,6 +29,9 @@ output such as a loss). Inputs are made afresh for every implementation, so one 
 into its inputs (Liger's in-place backward) cannot change what the next one sees. Each
 implementation's first forward output is compared with the first implementation's
 (``max_abs_diff_vs_first``), so a wrongly wired implementation shows up in the table.
+
+Length (over 400 lines): the protocol, the memory measurement and the rendering of one benchmark
+run; what is op-specific lives in ``bench/<op>.py``.
 """
 
 from __future__ import annotations
