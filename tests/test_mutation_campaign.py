@@ -258,7 +258,7 @@ def test_the_sanity_rule_is_one_function_for_the_verdict_the_pool_and_the_progre
     clean = next(j for j in session.checks if not campaign.is_forced(j))
     forced = next(j for j in session.checks if campaign.is_forced(j))
     assert clean.id == "sanity:rmsnorm:triton_rmsnorm" and forced.id == "sanity:rmsnorm:" + forced.kernel
-    assert [j.id for j in session.mutant_jobs] == ["mutant:" + e.name for e in session.to_run]
+    assert [j.id for j in session.mutant_jobs] == ["mutant:" + e.op + "/" + e.name for e in session.to_run]
     assert campaign.sanity_held(clean, failed=False) and not campaign.sanity_held(clean, failed=True)
     assert campaign.sanity_held(forced, failed=True) and not campaign.sanity_held(forced, failed=False)
     assert session.progress_class(Event(forced, "done", 1, 1, None)) == "sanity ok"
@@ -274,7 +274,7 @@ def test_a_mutants_limit_is_lowered_through_the_pool_once_its_ops_clean_run_ends
     check, _ = run_session(entries)
     (pool,) = pools
     assert all(j.timeout == campaign.PROVISIONAL_TIMEOUT_S for j in pool.jobs if j.id.startswith("mutant:"))  # untouched
-    lowered = {pool.limit("mutant:" + e.name) for e in entries}
+    lowered = {pool.limit("mutant:" + e.op + "/" + e.name) for e in entries}
     assert len(lowered) == 1 and lowered.pop() < campaign.PROVISIONAL_TIMEOUT_S
     assert check.timeouts["rmsnorm"] < campaign.PROVISIONAL_TIMEOUT_S
     _, pools = fake_pool(monkeypatch, lambda j: j.kernel.startswith(campaign.SANITY_PREFIX))
@@ -295,7 +295,7 @@ class FakeLooks:
     """Stands for harness.mutation.memcheck_looks.FirstLooks: a kill for the names in ``kills``."""
 
     def __init__(self, entries, kills):
-        self.entries = {e.name: e for e in entries}
+        self.entries = {f"{e.op}/{e.name}": e for e in entries}  # by harness.mutation.outcome.ident
         self.kills = kills
         self.asked, self.closed = [], []
 
@@ -323,7 +323,7 @@ def test_a_memcheck_first_look_kill_stands_for_the_suite_and_a_clean_look_runs_i
     campaign.load_mutants()
     entries = campaign.select("rmsnorm", "cat.*")
     first, second = entries[0], entries[1]
-    looks = FakeLooks([first, second], {first.name: CASE})
+    looks = FakeLooks([first, second], {f"rmsnorm/{first.name}": CASE})
     check, outcomes = run_session(entries, backend="cuda", first_looks=looks, on_event=events.append)
     assert check.passed
     by_name = {o.entry.name: o for o in outcomes}
@@ -356,10 +356,10 @@ def test_first_looks_run_the_cached_case_and_a_broken_look_proves_nothing(monkey
     monkeypatch.setattr(sanitizer, "run_one", fake_run_one)
     a, b, broken = entry("a"), entry("b"), entry("broken")
     looks = memcheck_looks.FirstLooks([(a, CASE), (b, CASE), (broken, CASE)], parallel=2, sanitizer="/x/compute-sanitizer")
-    killed = looks.outcome("a")
+    killed = looks.outcome("rmsnorm/a")  # by <op>/<name>
     assert killed.status is Status.KILLED and killed.killed_by["case_id"] == CASE
     assert killed.killed_by["repro"] == f"python -m harness sanitize --mutants --select 'a' --tools memcheck --case '{CASE}'"
-    assert looks.outcome("b") is None and looks.outcome("broken") is None
+    assert looks.outcome("rmsnorm/b") is None and looks.outcome("rmsnorm/broken") is None
     looks.close()
     assert sorted(asked) == sorted([(n, "memcheck", CASE, True) for n in ("a", "b", "broken")])
     assert {k: v for k, v in looks.summary().items() if k != "seconds"} == {"looked": 2, "killed": 1}
@@ -367,7 +367,7 @@ def test_first_looks_run_the_cached_case_and_a_broken_look_proves_nothing(monkey
 
     time.sleep(0.3)  # the looks' wall time ends with the last look, not when the report asks
     assert looks.summary()["seconds"] < 0.3
-    assert "a" in looks and "c" not in looks
+    assert "rmsnorm/a" in looks and "rmsnorm/c" not in looks and "a" not in looks
 
 
 def test_memcheck_kills_keep_only_memcheck_kills_with_a_real_case():
@@ -447,3 +447,15 @@ def test_first_looks_start_only_with_a_sanitizer_for_mutants_memcheck_killed(mon
     monkeypatch.setattr(sanitizer, "available", lambda: None)
     assert memcheck_looks.first_looks(cache, [a], parallel=8) is None
     assert len(started) == 1
+
+
+def test_mutants_of_one_name_in_two_ops_are_two_mutants_with_their_own_outcomes(monkeypatch):
+    # bug class: names are unique per op only (cat.dgamma_mean is a mutant of rmsnorm and of
+    # add_rmsnorm); a campaign keyed by name alone refused to start (two jobs of one id) or gave
+    # one op's outcome to the other's mutant
+    fake_pool(monkeypatch, lambda j: j.kernel.startswith(campaign.SANITY_PREFIX) or (j.op, j.kernel) == ("rmsnorm", "cat.dgamma_mean"))
+    campaign.load_mutants()
+    entries = campaign.select("rmsnorm", "cat.dgamma_mean") + campaign.select("add_rmsnorm", "cat.dgamma_mean")
+    assert [e.op for e in entries] == ["rmsnorm", "add_rmsnorm"] and len({e.name for e in entries}) == 1
+    check, outcomes = run_session(entries, ops=("rmsnorm",))
+    assert [(o.entry.op, o.status) for o in outcomes] == [("rmsnorm", Status.KILLED), ("add_rmsnorm", Status.SURVIVED)]

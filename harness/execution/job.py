@@ -35,7 +35,7 @@ class Job:
     fresh_kernel: bool = False  # a kernel process of its own (a library mutant: nothing compiled before its swap)
     known_passed: tuple[str, ...] = ()  # case ids a current verify verdict passed: not run again (harness.run.suite)
     known_seconds: float = 0.0  # what those cases took in verify (the sanity step's clean run: mutants' limits)
-    id: str = ""  # a stable name for the caller (the campaign: ``sanity:<op>:<kernel>``, ``mutant:<name>``); unique in a run
+    id: str = ""  # a stable name for the caller (the campaign: ``sanity:<op>:<kernel>``, ``mutant:<op>/<name>``); unique in a run
 
     @property
     def label(self) -> str:

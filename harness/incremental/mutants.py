@@ -11,15 +11,15 @@ from harness.incremental.store import Store
 
 def saved_outcomes(plans: dict, entries) -> dict:
     """The Outcome of each mutant whose key the store holds, marked with the date it was saved."""
-    from harness.mutation.outcome import Outcome, Status
+    from harness.mutation.outcome import Outcome, Status, ident
 
     found = {}
     for e in entries:
-        p = plans.get(e.name)
+        p = plans.get(ident(e))
         if p is None or not p.reused:
             continue
         o = p.saved["payload"]
-        found[e.name] = Outcome(e, Status(o["status"]), o.get("killed_by"), o.get("seconds", 0.0), o.get("note", ""),
+        found[ident(e)] = Outcome(e, Status(o["status"]), o.get("killed_by"), o.get("seconds", 0.0), o.get("note", ""),
                                 o.get("gpu"), reused_from=p.saved["saved_at"])
     return found
 
@@ -36,12 +36,12 @@ def save(store: Store, plans: dict, outcomes, *, partial: bool = False) -> None:
     timeout or a crash is run again). ``partial``: the campaign was interrupted after its sanity
     step passed; its kills and incompetent mutants are final and kept (the next run resumes from
     them), its survivors are not, since their second looks (memcheck, the floor) never ran."""
-    from harness.mutation.outcome import Status
+    from harness.mutation.outcome import Status, ident
 
     kept = (Status.KILLED, Status.INCOMPETENT) if partial else (Status.KILLED, Status.SURVIVED, Status.INCOMPETENT)
     with store.batch():
         for o in outcomes:
-            p = plans.get(o.entry.name)
+            p = plans.get(ident(o.entry))
             if p is None or p.reused or o.reused_from or o.status not in kept:
                 continue
             payload = {k: v for k, v in o.to_dict().items() if k in ("status", "killed_by", "seconds", "note", "gpu")}

@@ -209,7 +209,7 @@ MUTANT = "mutant"
 
 
 def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict:
-    """Each mutant's plan (by name): its own fingerprint (the diff of a generated mutant, the
+    """Each mutant's plan (by ``<op>/<name>``): its own fingerprint (the diff of a generated mutant, the
     module closure of a catalog or plugin one) with the closure of its op's project kernels,
     of the op's declaration and oracle, the harness, the environment and the settings."""
     from harness.registry.registry import REGISTRY
@@ -231,7 +231,7 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
             "environment": keys.environment(backend, device),
             "settings": settings,
         }
-        plans[e.name] = plan(store, MUTANT, f"{e.op}/{e.name}", parts)
+        plans[f"{e.op}/{e.name}"] = plan(store, MUTANT, f"{e.op}/{e.name}", parts)  # harness.mutation.outcome.ident
     return plans
 
 

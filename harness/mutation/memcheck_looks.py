@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 from harness.mutation import sanitizer as sanitizers
-from harness.mutation.outcome import Outcome, Status
+from harness.mutation.outcome import Outcome, Status, ident
 from harness.registry.registry import KernelEntry
 
 MEMCHECK_CASES = 8
@@ -140,14 +140,14 @@ class FirstLooks:
     def __init__(self, cases: list[tuple[KernelEntry, str]], *, parallel: int, sanitizer: str,
                  driver_args: tuple[str, ...] = ()):
         self.driver_args = driver_args
-        self.entries = {e.name: e for e, _ in cases}
-        self.cases = {e.name: case for e, case in cases}
+        self.entries = {ident(e): e for e, _ in cases}  # by <op>/<name>: names are unique per op only
+        self.cases = {ident(e): case for e, case in cases}
         self.running: list = []
         self.started = time.monotonic()
         self.last_ended: float | None = None  # when the last look to end ended: the looks' own wall time
         self.pool = ThreadPoolExecutor(max(1, min(parallel, len(cases))))
         self.futures: dict[str, Future] = {
-            e.name: self.pool.submit(sanitizers.run_one, sanitizer, e.op, e.name, "memcheck", cases=1, case=case,
+            ident(e): self.pool.submit(sanitizers.run_one, sanitizer, e.op, e.name, "memcheck", cases=1, case=case,
                                      timeout=MEMCHECK_TIMEOUT_S, mutants=True, running=self.running,
                                      driver_args=driver_args)
             for e, case in cases
@@ -172,7 +172,7 @@ class FirstLooks:
             return None
         if not r["errors"]:
             return None
-        return Outcome(self.entries[name], Status.KILLED, _killed_by(name, r, f"--case '{self.cases[name]}'", self.driver_args),
+        return Outcome(self.entries[name], Status.KILLED, _killed_by(self.entries[name].name, r, f"--case '{self.cases[name]}'", self.driver_args),
                        r["seconds"], "memcheck first look: the case that killed it in the last campaign")
 
     def close(self, *, interrupted: bool = False) -> None:

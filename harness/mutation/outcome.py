@@ -10,6 +10,13 @@ from harness.registry.registry import KernelEntry
 SANITY_PREFIX = "sanity.forced_failure."  # the forced failures of the sanity step (never scored)
 
 
+def ident(entry) -> str:
+    """A mutant's identity within a campaign, ``<op>/<name>``: names are unique per op only (a catalog
+    mutant such as ``cat.row_offset_int32`` exists for every op, a shared jit helper's generated
+    mutants for each op that calls it), and each is a mutant of its own with its own outcome."""
+    return f"{entry.op}/{entry.name}"
+
+
 class Status(str, enum.Enum):
     KILLED = "killed"
     SURVIVED = "survived"

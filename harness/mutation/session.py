@@ -7,7 +7,7 @@ skipped), each queued mutant's ``Decision`` (run it; skip it once the sanity ste
 memcheck first look killed it; let it wait while that look still runs), and the mutants' time
 limits, lowered through ``Pool.set_limit`` once their op's clean run ends. Jobs are named by
 stable ids: ``sanity:<op>:<kernel>`` (``:<i>/<k>`` for a clean run split over ``k`` jobs) and
-``mutant:<name>``. Outcomes known before the pool starts (marked equivalent, reused from an
+``mutant:<op>/<name>``. Outcomes known before the pool starts (marked equivalent, reused from an
 earlier campaign: harness.incremental) are never queued. ``CampaignReport`` writes what the
 campaign found into mutation.json.
 """
@@ -25,7 +25,7 @@ from harness.mutation.campaign import (
     PROVISIONAL_TIMEOUT_S, TIMEOUT_FACTOR, TIMEOUT_MARGIN_S, JobSettings, Sanity, classify, clean_shards,
     is_forced, is_marked, judge_sanity, sanity_held, sanity_jobs,
 )
-from harness.mutation.outcome import Outcome, Status
+from harness.mutation.outcome import Outcome, Status, ident
 from harness.registry.registry import KernelEntry
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class CampaignSession:
                 self.clean_left[j.op] = self.clean_left.get(j.op, 0) + 1
         self.outcomes, self.to_run = self._decided_without_running()
         if first_looks is not None:  # by the time the pool reaches these, their looks have mostly ended
-            self.to_run.sort(key=lambda e: e.name in first_looks)
+            self.to_run.sort(key=lambda e: ident(e) in first_looks)
         self.mutant_jobs = [self._mutant_job(e, settings, plan.timeout or self._first_limit(e.op)) for e in self.to_run]
         self.sanity_failed = False  # set as soon as a clean run fails or a forced failure passes
         self.looked: dict[str, Outcome] = {}  # mutant -> the kill its first look found
@@ -144,10 +144,10 @@ class CampaignSession:
         verdict.not_run = not_run
         entries = self.plan.entries
         if verdict.interrupted:  # keep what finished: the report shows it, unscored as a gate
-            return verdict, [self.outcomes[e.name] for e in entries if e.name in self.outcomes]
+            return verdict, [self.outcomes[ident(e)] for e in entries if ident(e) in self.outcomes]
         if not verdict.passed:
             return verdict, []
-        return verdict, [self.outcomes[e.name] for e in entries]
+        return verdict, [self.outcomes[ident(e)] for e in entries]
 
     # --- what the pool asks and hears ----------------------------------------------------
     def decide(self, job: Job) -> Decision:
@@ -155,14 +155,15 @@ class CampaignSession:
             return Decision.RUN
         if self.sanity_failed:
             return Decision.SKIP
-        if self.first_looks is None or job.kernel not in self.first_looks:
+        key = f"{job.op}/{job.kernel}"
+        if self.first_looks is None or key not in self.first_looks:
             return Decision.RUN
-        if not self.first_looks.done(job.kernel):
+        if not self.first_looks.done(key):
             return Decision.WAIT
-        found = self.first_looks.outcome(job.kernel)
+        found = self.first_looks.outcome(key)
         if found is None:
             return Decision.RUN
-        self.looked[job.kernel] = found
+        self.looked[key] = found
         return Decision.SKIP
 
     def _on_event(self, event: Event) -> None:
@@ -171,7 +172,7 @@ class CampaignSession:
         if self.forward is None:
             return
         if event.kind == EventKind.SKIPPED:
-            why = "killed by its memcheck first look" if event.job.kernel in self.looked else "the sanity step failed"
+            why = "killed by its memcheck first look" if f"{event.job.op}/{event.job.kernel}" in self.looked else "the sanity step failed"
             event = dataclasses.replace(event, current=why)
         self.forward(event)
 
@@ -201,9 +202,9 @@ class CampaignSession:
                 note = mark["reason"].strip()
                 if mark.get("kind") == "precision":  # the measurement travels with the judgement
                     note = f"precision (inside the op's error model): {note}; measured: {mark['evidence'].strip()}"
-                outcomes[e.name] = Outcome(e, Status.EQUIVALENT, None, 0.0, note)
-            elif e.name in plan.saved:
-                outcomes[e.name] = plan.saved[e.name]
+                outcomes[ident(e)] = Outcome(e, Status.EQUIVALENT, None, 0.0, note)
+            elif ident(e) in plan.saved:
+                outcomes[ident(e)] = plan.saved[ident(e)]
             else:
                 to_run.append(e)
         return outcomes, to_run
@@ -217,7 +218,7 @@ class CampaignSession:
 
     def _mutant_job(self, entry: KernelEntry, settings: JobSettings, timeout: float) -> Job:
         job = settings.job(entry.op, entry.name, timeout=timeout)
-        job.id = f"mutant:{entry.name}"
+        job.id = f"mutant:{ident(entry)}"
         # a plugin's mutant is outside code that may patch global state: it gets a worker of its
         # own; the project's mutants are copies of a module, executed apart, and share workers; a
         # library mutant is swapped into the library's modules: a kernel process of its own, so
@@ -233,12 +234,12 @@ class CampaignSession:
         not_run = []
         for e, r in zip(self.to_run, results):
             if r.status == JobStatus.SKIPPED:
-                if e.name in self.looked:
-                    self.outcomes[e.name] = self.looked[e.name]
+                if ident(e) in self.looked:
+                    self.outcomes[ident(e)] = self.looked[ident(e)]
             elif r.status == JobStatus.INTERRUPTED:
                 not_run.append(e.name)
             else:
-                self.outcomes[e.name] = classify(e, r)
+                self.outcomes[ident(e)] = classify(e, r)
         return not_run
 
 
