@@ -44,6 +44,9 @@ class Settings:
     verify_max_examples_interpreter: int = 30  # generated cases after the floor, verify's default per backend
     verify_max_examples_cuda: int = 200
     shrink_budget_s: float = 60.0  # time spent shrinking a generated failure before the smallest so far is kept
+    # the floor cases whose later calls run on the interpreter: "cover" (harness.run.suite.later_cover) or
+    # "all" (every case, as on CUDA: four times the interpreter's verify); HARNESS_LATER_CALLS=all
+    later_calls_interpreter: str = "cover"
 
     # progress in a log (harness.execution.progress)
     summary_every_s: float = 10.0  # a count of finished jobs per class (mutate)
@@ -71,12 +74,22 @@ class Settings:
 DEFAULTS = Settings()
 
 WATCHDOG_ENV = "HARNESS_WATCHDOG_S"  # overrides the base of both backends (verify --watchdog sets it)
+LATER_CALLS_ENV = "HARNESS_LATER_CALLS"  # "all": the later calls on every floor case of the interpreter too
 
 
 def current() -> Settings:
-    """The settings of this process: the defaults, with the watchdog base from the environment."""
+    """The settings of this process: the defaults, with the watchdog base and the interpreter's
+    later calls from the environment."""
+    settings = DEFAULTS
     value = os.environ.get(WATCHDOG_ENV)
-    if not value:
-        return DEFAULTS
-    seconds = float(value)
-    return dataclasses.replace(DEFAULTS, watchdog_base_interpreter_s=seconds, watchdog_base_cuda_s=seconds)
+    if value:
+        seconds = float(value)
+        settings = dataclasses.replace(settings, watchdog_base_interpreter_s=seconds, watchdog_base_cuda_s=seconds)
+    later = os.environ.get(LATER_CALLS_ENV)
+    if later and later not in ("cover", "all"):
+        from harness.errors import UsageError
+
+        raise UsageError(f"{LATER_CALLS_ENV}={later!r}: say 'cover' (the default) or 'all'")
+    if later:
+        settings = dataclasses.replace(settings, later_calls_interpreter=later)
+    return settings

@@ -121,5 +121,10 @@ def environment(backend: str, device: str) -> dict:
     import triton
 
     name = torch.cuda.get_device_name(torch.device(device)) if backend == "cuda" else "cpu"
-    return {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0],
-            "backend": backend, "device": name}
+    from harness.settings import current
+
+    env = {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0],
+           "backend": backend, "device": name}
+    if backend != "cuda" and current().later_calls_interpreter != "cover":  # which cases the later calls ran on
+        env["later_calls"] = current().later_calls_interpreter
+    return env

@@ -1,5 +1,12 @@
 """All the cases of one kernel: the op's floor cases, then hypothesis-generated ones.
 
+On the interpreter the later calls of a floor case (a second run, the refilled calls: nine kernel
+calls beside the two of the value checks, four fifths of verify's time there) run on a covering
+subset of the floor (``later_cover``): the first case of each dtype, layout, value kind and set of
+sizes. The bugs they look for (state kept between calls, an inference path, an input read after
+the caller changed it) do not hide in one case of a kind; on CUDA every floor case runs them, and
+on the interpreter too under ``HARNESS_LATER_CALLS=all`` (harness.settings).
+
 A failing generated case is shrunk by hypothesis; the records keep the first failure and the
 shrunk one (phase ``shrunk``). ``stop_at_first_failure`` (the mutation campaign) skips
 everything after the first failed check, and runs the floor's cheap checks before its later calls.
@@ -92,6 +99,34 @@ class SuitePlan:
         return count == 1 or shard_of(case, count) == index
 
 
+def _size_class(value) -> str:
+    """1, up to 64, up to 1024, more (a size's class: one element, one block, a few, many); a
+    size given as a tuple of leading dims by its product."""
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 1
+        for part in str(value).replace("x", " ").replace("(", " ").replace(")", " ").replace(",", " ").split():
+            n *= int(part) if part.isdigit() else 1
+    return "1" if n <= 1 else "<=64" if n <= 64 else "<=1024" if n <= 1024 else ">1024"
+
+
+def later_cover(floor: Sequence[Case]) -> frozenset[str]:
+    """The floor cases that run the later calls on the interpreter: in floor order, each case that
+    brings a dtype, a layout, a value kind or a class of sizes (``_size_class`` of each upper-case
+    parameter) that no case before it brought."""
+    seen: set = set()
+    chosen = set()
+    for case in floor:
+        params = dict(case.params)
+        keys = {("dtype", params.get("dtype")), ("layout", params.get("layout")), ("values", params.get("values")),
+                ("sizes", tuple(sorted((k, _size_class(v)) for k, v in params.items() if k[:1].isupper())))}
+        if keys - seen:
+            seen |= keys
+            chosen.add(case.id)
+    return frozenset(chosen)
+
+
 def run_suite(
     spec: OpSpec,
     entry: KernelEntry,
@@ -175,7 +210,14 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan, releas
             records += one(plan.only_case, Phase.EXPLICIT).records
         return records
 
-    floor = [case for position, case in enumerate(spec.floor_cases(backend=plan.backend))
+    whole = spec.floor_cases(backend=plan.backend)
+    every = plan.backend != "interpreter" or current_settings().later_calls_interpreter == "all"
+    cover = None if every else later_cover(whole)  # None: the later calls on every case
+
+    def later(case_id: str) -> bool:
+        return cover is None or case_id in cover
+
+    floor = [case for position, case in enumerate(whole)
              if position % count == index and case.id not in plan.known_passed]
     if plan.floor_first:
         rank = {case_id: i for i, case_id in enumerate(plan.floor_first)}
@@ -194,9 +236,11 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan, releas
                 del run
             if not passed:
                 return records + first
+        records += [r for r in first if not later(r.case_id)]  # their first pass was their whole run
+        floor = [case for case in floor if later(case.id)]
     for case in floor:
         with gpu_slot.exclusive(case, plan.backend, release):  # one index-width case at a time per GPU
-            run = one(case, Phase.FLOOR)
+            run = one(case, Phase.FLOOR, later=later(case.id))
             records += run.records
             passed = run.passed
             del run  # its inputs: GBs on a GPU for an index-width case, given back before the lock is released
