@@ -203,12 +203,14 @@ def test_an_interrupted_campaign_keeps_only_its_final_outcomes(tmp_path):
                 "t": Status.TIMEOUT}
     outcomes = [Outcome(KernelEntry("rmsnorm", name, lambda: None, Contract(), "mutant", "generated", "here"), status)
                 for name, status in statuses.items()]
-    plans = {name: incremental.plan(store, incremental.MUTANT, f"rmsnorm/{name}", {"mutant": name}) for name in statuses}
+    # plans by <op>/<name> (harness.mutation.outcome.ident)
+    plans = {f"rmsnorm/{name}": incremental.plan(store, incremental.MUTANT, f"rmsnorm/{name}", {"mutant": name})
+             for name in statuses}
     reuse.save(store, plans, outcomes, partial=True)
-    kept = {name for name in statuses if store.get(incremental.MUTANT, plans[name].key) is not None}
+    kept = {name for name in statuses if store.get(incremental.MUTANT, plans[f"rmsnorm/{name}"].key) is not None}
     assert kept == {"k", "i"}
     reuse.save(store, plans, outcomes)  # a complete campaign keeps its survivors too
-    kept = {name for name in statuses if store.get(incremental.MUTANT, plans[name].key) is not None}
+    kept = {name for name in statuses if store.get(incremental.MUTANT, plans[f"rmsnorm/{name}"].key) is not None}
     assert kept == {"k", "i", "s"}
 
 

@@ -85,14 +85,17 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
 
         layouts.check_backend(case, backend.name)  # an index-width case needs a GPU (exit 2 elsewhere)
     max_examples = args.max_examples if args.max_examples is not None else DEFAULTS.max_examples(backend.name)
-    parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, len(entries), shardable=case is None)
-    shards = 1 if case else (args.shards or max(1, parallel // len(entries)))
     # a --baseline run compares with another revision: its records carry drift a saved verdict lacks
     store = Store(args.report_dir, reuse=not args.no_cache and not args.baseline)
     plans = incremental.verify_plans(entries, store, backend=backend.name, settings={
         "seed": args.seed, "max_examples": max_examples, "case": case.id if case else None,
         "shard": list(args.shard or (0, 1)), "plugins": sorted(args.plugin), "timeout": args.timeout,
         "watchdog": args.watchdog, "baseline": args.baseline})
+    # the worker slots are shared among the kernels that run (a reused verdict needs none): one
+    # changed kernel gets every slot
+    running = max(1, sum(not p.reused for p in plans))
+    parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, running, shardable=case is None)
+    shards = 1 if case else (args.shards or max(1, parallel // running))
     for e, p in zip(entries, plans):
         print(f"verify: {e.op}/{e.name}: {p.describe()}", flush=True)
     jobs = _jobs(args, plan, [e for e, p in zip(entries, plans) if not p.reused], backend.name, case, max_examples, shards)
