@@ -122,15 +122,15 @@ def test_a_mutant_waits_for_its_first_look_while_the_pool_runs_the_others():
     class SlowLooks:
         polls = 0
 
-        def __contains__(self, name):
-            return name in (looked.name, clean.name)
+        def __contains__(self, name):  # by <op>/<name> (harness.mutation.outcome.ident)
+            return name in (f"{looked.op}/{looked.name}", f"{clean.op}/{clean.name}")
 
         def done(self, name):
             self.polls += 1
             return self.polls > 20  # about a second of polling
 
         def outcome(self, name):
-            if name != looked.name:
+            if name != f"{looked.op}/{looked.name}":
                 return None
             return Outcome(looked, Status.KILLED, {"check": "memcheck", "case_id": SMALL, "repro": "r"}, 3.0)
 

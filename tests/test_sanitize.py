@@ -228,7 +228,7 @@ def test_interrupted_first_looks_kill_their_sanitizer_runs(tmp_path):
     deadline = time.monotonic() + 30
     while not (pids.exists() and looks.running) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert looks.running and not looks.done(entry.name)
+    assert looks.running and not looks.done(f"{entry.op}/{entry.name}")
     started = time.monotonic()
     looks.close(interrupted=True)
     assert time.monotonic() - started < 10
@@ -242,4 +242,4 @@ def test_interrupted_first_looks_kill_their_sanitizer_runs(tmp_path):
         time.sleep(0.05)
     else:
         pytest.fail(f"the sanitizer process {pid} outlived the interrupted look")
-    assert looks.outcome(entry.name) is None  # a look that did not end proves nothing
+    assert looks.outcome(f"{entry.op}/{entry.name}") is None  # a look that did not end proves nothing
