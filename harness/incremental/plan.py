@@ -212,6 +212,7 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
     """Each mutant's plan (by ``<op>/<name>``): its own fingerprint (the diff of a generated mutant, the
     module closure of a catalog or plugin one) with the closure of its op's project kernels,
     of the op's declaration and oracle, the harness, the environment and the settings."""
+    from harness.mutation.outcome import ident
     from harness.registry.registry import REGISTRY
 
     device = "cuda" if backend == "cuda" else "cpu"
@@ -231,7 +232,7 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
             "environment": keys.environment(backend, device),
             "settings": settings,
         }
-        plans[f"{e.op}/{e.name}"] = plan(store, MUTANT, f"{e.op}/{e.name}", parts)  # harness.mutation.outcome.ident
+        plans[ident(e)] = plan(store, MUTANT, ident(e), parts)
     return plans
 
 
