@@ -18,8 +18,10 @@ import sys
 import threading
 
 from harness.exits import describe_exit
+from harness.orphans import die_with_parent
 
 VERDICT_FD_ENV = "HARNESS_VERDICT_FD"
+LAUNCHER_ENV = "HARNESS_LAUNCHER_PID"
 NO_VERDICT = 3
 
 
@@ -40,8 +42,11 @@ _HELD_AT_START = (signal.SIGINT, signal.SIGTERM)
 
 def _child(argv: list[str]) -> int:
     fd = int(os.environ.pop(VERDICT_FD_ENV))
+    launcher = os.environ.pop(LAUNCHER_ENV, "")
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if launcher.isdigit():  # a launcher killed hard (SIGKILL) stops its run as a SIGTERM would
+        die_with_parent(signal.SIGTERM, parent=int(launcher))
     try:
         _say(fd, READY)  # from here on the launcher passes each signal on; one that came earlier follows now
         from harness.cli import main as cli_main
@@ -108,7 +113,7 @@ def _ignore_held_signals() -> None:
 
 def _launch(argv: list[str]) -> int:
     read_end, write_end = os.pipe()
-    env = dict(os.environ, **{VERDICT_FD_ENV: str(write_end)})
+    env = dict(os.environ, **{VERDICT_FD_ENV: str(write_end), LAUNCHER_ENV: str(os.getpid())})
     relay = _Relay()
     handlers = {sig: signal.signal(sig, relay.on_signal) for sig in _FORWARDED}
     try:

@@ -1,6 +1,8 @@
 """Incremental runs: a verdict is reused exactly while nothing that can change it has changed."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -107,6 +109,45 @@ def test_verify_reuses_an_unchanged_kernel_and_reruns_a_changed_one(tmp_path):
     assert "reused" not in third and f"rerun: {plugin.resolve()} changed" in console
     console, fourth = _verify(plugin, out, "--no-cache")
     assert "reused" not in fourth and "rerun: --no-cache" in console
+
+
+def test_a_kernel_that_finished_is_kept_when_the_run_is_killed_later(tmp_path):
+    # bug class: verdicts saved only once every kernel has ended, so a run killed by a CI limit
+    # (SIGKILL: no handler runs, no report) keeps nothing and the next run starts from zero
+    plugin = tmp_path / "torch_rms_inc.py"
+    plugin.write_text(PLUGIN + STUCK)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "verify", "--backend", "interpreter", "--plugin", str(plugin),
+         "--select", "torch_rms_*", "--max-examples", "2", "--no-render", "--jobs", "2",
+         "--report-dir", str(out)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if "rmsnorm/torch_rms_inc:" in line and ", ok" in line:
+                break
+    finally:
+        # the CLI process (the launcher's child, a process group of its own) killed hard; its
+        # workers die with it (no orphan holds the report folder)
+        for child in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split():
+            os.killpg(int(child), signal.SIGKILL)
+        rest = proc.stdout.read()  # end of file: nothing that wrote to it is left
+        proc.wait(timeout=60)
+    assert any(", ok" in line for line in seen), "".join(seen + [rest])[-2000:]
+    assert proc.returncode == 3 and not (out / "verify.json").exists()  # no verdict, no report
+    console, kernel = _verify(plugin, out)
+    assert "torch_rms_inc: reused (verdict of " in console and kernel["reused"] and kernel["passed"]
+
+
+STUCK = """
+import time
+
+@register_kernel("rmsnorm", name="torch_rms_stuck")
+def torch_rms_stuck(x, gamma, eps):
+    time.sleep(3600)
+"""
 
 
 CASE = "rmsnorm:M=17,N=257,dtype=float32,layout=contiguous,values=tiny,eps=1e-12,seed=1002"

@@ -2,10 +2,12 @@
 class: user code (a plugin at import, a kernel) that ends the process with status 0, which a
 caller would read as PASS."""
 
-import signal
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from harness import launcher
@@ -24,6 +26,31 @@ def test_a_plugin_that_exits_with_status_0_at_import_is_no_verdict(tmp_path):
     assert done.returncode == launcher.NO_VERDICT, done.stderr
     assert "ended before giving a verdict (it exited with status 0)" in done.stderr
     assert not (tmp_path / "out" / "verify.json").exists()
+
+
+def test_a_launcher_killed_hard_stops_its_run_as_sigterm_would(tmp_path):
+    # bug class: `timeout -s KILL` or a cancelled CI job kills the launcher only; its CLI process
+    # and workers went on running kernels for nobody, holding the GPU and the report folder
+    plugin = tmp_path / "stuck.py"
+    plugin.write_text("import time\nfrom harness import register_kernel\n\n"
+                      "@register_kernel('rmsnorm', name='stuck')\ndef stuck(x, gamma, eps):\n    time.sleep(3600)\n")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "verify", "--plugin", str(plugin), "--select", "stuck",
+                             "--no-render", "--jobs", "1", "--report-dir", str(tmp_path / "out")],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in proc.stdout:
+            if "[verify] 1 job(s)" in line:
+                break
+        time.sleep(3)  # the worker is in the stuck kernel
+        proc.kill()
+        rest = proc.stdout.read()  # end of file once the CLI process and its workers are gone
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    assert (tmp_path / "out" / "verify.json").exists(), rest[-2000:]
+    report = json.loads((tmp_path / "out" / "verify.json").read_text())
+    assert report["passed"] is False and "interrupted" in rest, rest[-2000:]
 
 
 def test_the_cli_own_exit_status_is_passed_on(tmp_path):

@@ -108,8 +108,9 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
         with Progress("verify", len(jobs)) as progress:
             # a fresh process per job: one kernel's global side effects (a plugin that patches torch)
             # can never reach another's verdict; the shards of a kernel run side by side anyway
-            results = run_jobs(jobs, parallel=parallel, on_event=progress, reuse=False)
-    kernels, records = _collect(entries, plans, results, shards, store)
+            keep = _Keeper(entries, plans, shards, store)  # saved before the line that says it ended
+            results = run_jobs(jobs, parallel=parallel, on_event=lambda e: (keep(e), progress(e)), reuse=False)
+    kernels, records = _collect(entries, plans, results, shards)
     interrupted = any(r.status is JobStatus.INTERRUPTED for r in results)
     return _report(args, plan, backend, kernels, records, max_examples, interrupted, results, started)
 
@@ -151,11 +152,42 @@ def _jobs(args: argparse.Namespace, plan: dict | None, to_run: list, backend: st
     ]
 
 
-def _collect(entries: list, plans: list, results: list, shards: int, store) -> tuple[list[dict], list[dict]]:
-    """Each kernel's summary and every record, from this run's jobs or its reused verdict; a
-    complete run (no crash, hang or Ctrl-C) is kept for the next one."""
+class _Keeper:
+    """on_event of verify's pool: a kernel's complete run (every shard ended OK: no crash, hang or
+    Ctrl-C) is saved for the next run the moment its last shard ends, so that a run stopped later
+    (a CI limit, Ctrl-C) keeps the kernels that finished."""
+
+    def __init__(self, entries: list, plans: list, shards: int, store) -> None:
+        self.store, self.shards, self.ended = store, shards, {}
+        self.plans = {(e.op, e.name): (e, p) for e, p in zip(entries, plans) if not p.reused}
+
+    def __call__(self, event) -> None:
+        from harness.execution.jobs import EventKind, JobStatus
+        from harness.incremental import plan as incremental
+
+        if event.kind is not EventKind.DONE or event.result is None:
+            return
+        key = (event.job.op, event.job.kernel)
+        parts = self.ended.setdefault(key, [])
+        parts.append(event.result)
+        parts.sort(key=lambda p: p.job.shard)
+        if len(parts) == self.shards and all(p.status is JobStatus.OK for p in parts):
+            entry, kept = self.plans[key]
+            incremental.remember(self.store, incremental.VERIFY, f"{entry.op}/{entry.name}", kept, _kernel_run(parts, self.shards))
+
+
+def _kernel_run(parts: list, shards: int) -> dict:
+    """One kernel's run from the results of its shards, as verify.json and the store hold it."""
     from harness.execution.jobs import JobStatus
-    from harness.incremental import plan as incremental
+
+    return {"records": [r.to_dict() for part in parts for r in part.records],
+            "status": next((p.status for p in parts if p.status is not JobStatus.OK), JobStatus.OK).value,
+            "seconds": max(p.seconds for p in parts),
+            "worker_seconds": round(sum(p.seconds for p in parts), 3), "shards": shards}
+
+
+def _collect(entries: list, plans: list, results: list, shards: int) -> tuple[list[dict], list[dict]]:
+    """Each kernel's summary and every record, from this run's jobs or its reused verdict."""
     from reports import verify_report
 
     kernels, records = [], []
@@ -165,15 +197,9 @@ def _collect(entries: list, plans: list, results: list, shards: int, store) -> t
             run = kept.saved["payload"]
             extra = {"reused": kept.marker()}
         else:
-            parts = results[ran * shards : (ran + 1) * shards]
+            run = _kernel_run(results[ran * shards : (ran + 1) * shards], shards)
             ran += 1
-            run = {"records": [r.to_dict() for part in parts for r in part.records],
-                   "status": next((p.status for p in parts if p.status is not JobStatus.OK), JobStatus.OK).value,
-                   "seconds": max(p.seconds for p in parts),
-                   "worker_seconds": round(sum(p.seconds for p in parts), 3), "shards": shards}
             extra = {}
-            if all(p.status is JobStatus.OK for p in parts):
-                incremental.remember(store, incremental.VERIFY, f"{entry.op}/{entry.name}", kept, run)
         records += run["records"]
         kernels.append(
             verify_report.kernel_summary(

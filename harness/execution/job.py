@@ -95,6 +95,7 @@ class Event:
     cases_run: int
     failed: int
     current: str | None
+    result: JobResult | None = None  # DONE: how the job ended, as run_jobs will return it
 
     def __post_init__(self) -> None:
         self.kind = EventKind(self.kind)

@@ -175,7 +175,7 @@ class Pool:
             del self.workers[slot]
         if self.on_event:
             failed = sum(not r.passed for r in self.results[index].records)
-            self.on_event(Event(job, EventKind.DONE, self.results[index].cases_run, failed, None))
+            self.on_event(Event(job, EventKind.DONE, self.results[index].cases_run, failed, None, self.results[index]))
 
     def _ended(self, run: Worker, code: int | None, limit: float) -> JobStatus | None:
         """How a job that is over ended (its failure record added); None if its worker died

@@ -27,7 +27,10 @@ import gc
 import hashlib
 import hmac
 import json
+import signal
 import sys
+
+from harness.orphans import die_with_parent
 
 
 class _Out:
@@ -193,6 +196,8 @@ def serve() -> int:
     if "secret" not in handshake or "events" not in handshake:
         print("worker: the first stdin line must be {\"secret\": ..., \"events\": ...}", file=sys.stderr)
         return 2
+    if isinstance(handshake.get("parent"), int):  # the pool killed hard: no judge goes on for nobody
+        die_with_parent(signal.SIGKILL, parent=handshake["parent"])
     out = _Out(handshake["events"], bytes.fromhex(handshake["secret"]))
     be = process = loaded = None
     try:

@@ -85,7 +85,7 @@ class Worker:
             )
         self.secret = secrets.token_bytes(32)
         self.seq = 0  # the sequence number the next authentic line must carry
-        self._send({"secret": self.secret.hex(), "events": str(self.out)})
+        self._send({"secret": self.secret.hex(), "events": str(self.out), "parent": os.getpid()})
         self.offset = 0
         self.index: int | None = None
         self.job: Job | None = None

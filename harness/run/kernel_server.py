@@ -15,16 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when the judge dies, so no kernel process outlives it."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # elsewhere the pipe's end (EOFError) still stops the loop
+from harness.orphans import die_with_parent
 
 
 def health(device: str) -> str | None:
@@ -133,7 +124,7 @@ def poison_fresh_memory() -> None:
 
 def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
           library: tuple[tuple[str, ...], str] = ((), "*")) -> None:
-    _die_with_parent()
+    die_with_parent()  # no kernel process outlives its judge
     problem = _load(plugins, extra_modules, library)
     conn.send({"ready": not problem, "error": problem})
     if problem:
