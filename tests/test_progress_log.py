@@ -41,3 +41,25 @@ def test_the_summary_line_says_how_long_is_left_at_the_pace_so_far():
     assert eta(10, 10, 50.0) == ""  # nothing left
     assert eta(2, 10, 20.0) == ", about 80 s left"
     assert eta(1, 10, 60.0) == ", about 9 min left"
+
+
+def test_the_running_line_names_every_running_job(monkeypatch):
+    # bug class: one line per period for whichever job reported last, so a slow kernel's
+    # progress never showed in a CI log beside a fast one's
+    clock = iter(float(t) for t in range(0, 1000, 20))
+    monkeypatch.setattr(progress_mod.time, "monotonic", lambda: next(clock))
+    out = io.StringIO()
+    with progress_mod.Progress("verify", 3, stream=out) as p:
+        p(_case("slow", 1, 0))
+        for n in range(2, 6):
+            p(_case("fast", n, 1 if n == 5 else 0))
+        p(_done("done", 0))
+        p(_case("fast", 6, 1))
+    running = [line for line in out.getvalue().splitlines() if "running" in line]
+    assert running and "rmsnorm/slow: 1 cases" in running[-1] and "rmsnorm/fast: 6 cases, 1 failed" in running[-1]
+    assert "1/3 done" in running[-1] and "left" in running[-1]
+
+
+def _case(name: str, cases: int, failed: int) -> Event:
+    return Event(job=Job(op="rmsnorm", kernel=name, backend="interpreter", seed=0, max_examples=0), kind="case",
+                 cases_run=cases, failed=failed, current=None)

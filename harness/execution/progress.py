@@ -37,6 +37,7 @@ class Progress:
         self._started = time.monotonic()
         self._last_summary = self._started
         self._last_line = 0.0
+        self.running: dict[str, tuple[int, int]] = {}  # label -> (cases run, failed) of each running job
         self._rich = None
         if self.live:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn,
@@ -78,6 +79,7 @@ class Progress:
     def __call__(self, event: Event) -> None:
         label = event.job.label
         if event.kind in (EventKind.DONE, EventKind.SKIPPED):
+            self.running.pop(label, None)
             self.finished += 1
             verdict = "ok" if event.failed == 0 else f"{event.failed} failed check(s)"
             line = f"[{self.title}] {self.finished}/{self.total} {label}: " + (
@@ -93,6 +95,7 @@ class Progress:
             if not self._rich and self.classify and time.monotonic() - self._last_summary >= self._settings.summary_every_s:
                 self._summary()
             return
+        self.running[label] = (event.cases_run, event.failed)
         status = f"{label}: {event.cases_run} cases, {event.failed} failed"
         if self._rich:
             self._rich.update(self._task, status=status)
@@ -101,4 +104,13 @@ class Progress:
                 self._summary()
         elif time.monotonic() - self._last_line > self._settings.running_line_every_s:
             self._last_line = time.monotonic()
-            print(f"[{self.title}] {status}", file=self.stream, flush=True)
+            self._running_line()
+
+    def _running_line(self) -> None:
+        """Every running job's count on one line (a slow kernel is never hidden behind a fast
+        one's lines), the jobs done and how long is left at the pace so far."""
+        jobs = "; ".join(f"{label}: {cases} cases" + (f", {failed} failed" if failed else "")
+                         for label, (cases, failed) in sorted(self.running.items()))
+        elapsed = time.monotonic() - self._started
+        print(f"[{self.title}] running {jobs} | {self.finished}/{self.total} done, {elapsed:.0f} s"
+              + eta(self.finished, self.total, elapsed), file=self.stream, flush=True)
