@@ -124,3 +124,23 @@ def test_a_catalog_race_is_observable_on_the_gpu_only():
     finally:
         for key in [k for k, e in REGISTRY.entries.items() if e.name.startswith("test.")]:
             del REGISTRY.entries[key]
+
+
+def test_the_saved_picks_give_the_same_mutants_as_computing_them(tmp_path, monkeypatch):
+    # bug class: a cache of generated mutants that drifts from the generator (other names,
+    # indices or sources for the same kernel file) would re-key every saved outcome and hint
+    monkeypatch.setattr(mutagen._Picks, "FOLDER", tmp_path / "mutagen")
+    module = "kernels.softmax"
+    computed = mutagen.mutations(module)
+    assert list((tmp_path / "mutagen").glob("kernels.softmax-*.json"))  # saved for the next run
+    saved = mutagen.mutations(module)
+
+    def shape(ms):
+        return [(m.function, m.operator, m.index, m.location, m.diff, m.source) for m in ms]
+
+    assert computed and shape(saved) == shape(computed)
+    # another source is another key: nothing saved for it is used
+    monkeypatch.setattr(mutagen.inspect, "getsource", lambda obj, real=mutagen.inspect.getsource:
+                        real(obj) + ("\n# edited\n" if getattr(obj, "__name__", "") == module else ""))
+    mutagen.mutations(module)
+    assert len(list((tmp_path / "mutagen").glob("kernels.softmax-*.json"))) == 2

@@ -76,6 +76,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     backend = common.prepare(args)
     from harness.execution.jobs import JobStatus, run_jobs
     from harness.execution.progress import Progress
+    from harness.incremental import costs
     from harness.incremental import plan as incremental
     from harness.incremental.store import Store
 
@@ -98,7 +99,10 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     shards = 1 if case else (args.shards or max(1, parallel // running))
     for e, p in zip(entries, plans):
         print(f"verify: {e.op}/{e.name}: {p.describe()}", flush=True)
-    jobs = _jobs(args, plan, [e for e, p in zip(entries, plans) if not p.reused], backend.name, case, max_examples, shards)
+    # longest first (the last run's costs): no worker idles at the end while one runs a long kernel
+    to_run = costs.longest_first([e for e, p in zip(entries, plans) if not p.reused],
+                                 costs.expected(args.report_dir, backend.name))
+    jobs = _jobs(args, plan, to_run, backend.name, case, max_examples, shards)
     if args.watchdog is not None:  # the judges read it (harness.settings.current)
         if args.watchdog <= 0:
             raise UsageError(f"--watchdog must be a positive number of seconds, got {args.watchdog}")
@@ -170,9 +174,9 @@ class _Keeper:
         key = (event.job.op, event.job.kernel)
         parts = self.ended.setdefault(key, [])
         parts.append(event.result)
-        parts.sort(key=lambda p: p.job.shard)
         if len(parts) == self.shards and all(p.status is JobStatus.OK for p in parts):
             entry, kept = self.plans[key]
+            parts.sort(key=lambda p: p.job.shard)
             incremental.remember(self.store, incremental.VERIFY, f"{entry.op}/{entry.name}", kept, _kernel_run(parts, self.shards))
 
 
@@ -191,14 +195,15 @@ def _collect(entries: list, plans: list, results: list, shards: int) -> tuple[li
     from reports import verify_report
 
     kernels, records = [], []
-    ran = 0
+    ran: dict[tuple[str, str], list] = {}  # the jobs ran longest first: each kernel's shards by its name
+    for result in results:
+        ran.setdefault((result.job.op, result.job.kernel), []).append(result)
     for entry, kept in zip(entries, plans):
         if kept.reused:
             run = kept.saved["payload"]
             extra = {"reused": kept.marker()}
         else:
-            run = _kernel_run(results[ran * shards : (ran + 1) * shards], shards)
-            ran += 1
+            run = _kernel_run(sorted(ran[(entry.op, entry.name)], key=lambda r: r.job.shard), shards)
             extra = {}
         records += run["records"]
         kernels.append(

@@ -29,6 +29,7 @@ import ast
 import contextlib
 import dataclasses
 import difflib
+import functools
 import hashlib
 import importlib
 import inspect
@@ -233,44 +234,87 @@ def _is_jit_def(fn: ast.AST) -> bool:
 def mutations(module_name: str) -> list[Mutation]:
     """Every generated mutation of the module's @triton.jit functions, in a fixed order,
     without duplicates (two operators giving the same function text count once)."""
+    from properties import mutation_operators
     from properties.mutation_operators import OPERATORS
 
     module = importlib.import_module(module_name)
     source = inspect.getsource(module)
     path = _display_path(inspect.getsourcefile(module) or module_name)
     tree = ast.parse(source)
+    cache = _Picks(module_name, source, inspect.getsource(mutation_operators))
     out: list[Mutation] = []
     for fn in tree.body:
         if not _is_jit_def(fn):
             continue
-        before = ast.unparse(fn)
         visited = _visit(fn)
         scope = _scope(fn, visited)
+        before = ast.unparse(fn) if cache.known is None else None
         seen = {before}
         counters: dict[str, int] = {}
-        for node, parent, field, idx in visited:
+        for k, (node, parent, field, idx) in enumerate(visited):
             for op_name, operator in OPERATORS.items():
-                for replacement in operator(node, scope):
-                    with _swapped(parent, field, idx, node, replacement):
-                        after = ast.unparse(fn)
-                    if after in seen:
-                        continue
-                    seen.add(after)
-                    counters[op_name] = counters.get(op_name, 0) + 1
-                    out.append(
-                        Mutation(
-                            module=module_name,
-                            function=fn.name,
-                            operator=op_name,
-                            index=counters[op_name],
-                            location=f"{path}:{getattr(node, 'lineno', fn.lineno)}",
-                            diff=_diff(before, after, fn.name),
-                            _tree=tree,
-                            _site=(parent, field, idx, node),
-                            _replacement=replacement,
-                        )
-                    )
+                for r, replacement in enumerate(operator(node, scope)):
+                    site = (fn.name, k, op_name, r)
+                    if cache.known is not None:  # the picks of an identical source: no unparse
+                        if site not in cache.known:
+                            continue
+                        index, location, diff = cache.known[site]
+                    else:
+                        with _swapped(parent, field, idx, node, replacement):
+                            after = ast.unparse(fn)
+                        if after in seen:
+                            continue
+                        seen.add(after)
+                        counters[op_name] = counters.get(op_name, 0) + 1
+                        index, location = counters[op_name], f"{path}:{getattr(node, 'lineno', fn.lineno)}"
+                        diff = _diff(before, after, fn.name)
+                        cache.pick(site, index, location, diff)
+                    out.append(Mutation(module=module_name, function=fn.name, operator=op_name, index=index,
+                                        location=location, diff=diff, _tree=tree, _site=(parent, field, idx, node),
+                                        _replacement=replacement))
+    cache.save()
     return out
+
+
+class _Picks:
+    """Which (function, node, operator, replacement) sites ``mutations`` kept for one module
+    source, with their index, location and diff: unparsing every candidate function to drop
+    duplicates is most of an unchanged campaign's set-up (about 3 s), and the answer depends only
+    on the module's source, the operators and this file. Kept under ``build/mutagen/`` (``make
+    clean`` removes it); an unreadable or missing file means computing again."""
+
+    FOLDER = PROJECT_ROOT / "build" / "mutagen"
+
+    def __init__(self, module_name: str, source: str, operators: str) -> None:
+        own = Path(__file__).read_text()
+        key = hashlib.sha256("\0".join((source, operators, own, sys.version)).encode()).hexdigest()[:24]
+        self.path = self.FOLDER / f"{module_name}-{key}.json"
+        self.known: dict[tuple, tuple] | None = None
+        self.picked: list | None = None
+        try:
+            import json
+
+            self.known = {tuple(site): tuple(rest) for site, rest in json.loads(self.path.read_text())}
+        except (OSError, ValueError, TypeError):
+            self.picked = []
+
+    def pick(self, site: tuple, index: int, location: str, diff: str) -> None:
+        self.picked.append([list(site), [index, location, diff]])
+
+    def save(self) -> None:
+        if self.picked is None:
+            return
+        import json
+        import tempfile
+
+        try:
+            self.FOLDER.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.FOLDER, prefix=".tmp-", suffix=".json")
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.picked, f)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a read-only checkout computes every time
 
 
 @contextlib.contextmanager
@@ -389,12 +433,25 @@ def patch_source(module_name: str, function: str | None, patches: list[tuple[str
 def _span(source: str, function: str | None, path: str) -> tuple[int, int]:
     if function is None:
         return 0, len(source)
-    tree = ast.parse(source)
-    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == function]
-    if not defs:
+    spans = _def_spans(source)
+    if function not in spans:
         raise RegistryError(f"catalog patch names function {function!r}, which {path} does not define; fix the catalog entry")
+    return spans[function]
+
+
+@functools.lru_cache(maxsize=32)
+def _def_spans(source: str) -> dict[str, tuple[int, int]]:
+    """name -> (start, end) character offsets of the first def or class of each name (one parse
+    per module source, not one per catalog patch)."""
     lines = source.splitlines(keepends=True)
-    return sum(len(l) for l in lines[: defs[0].lineno - 1]), sum(len(l) for l in lines[: defs[0].end_lineno])
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    spans: dict[str, tuple[int, int]] = {}
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name not in spans:
+            spans[n.name] = (offsets[n.lineno - 1], offsets[n.end_lineno])
+    return spans
 
 
 def register_catalog(op: str, *, kernel: str, module: str, entries: Iterator[dict] | list[dict]) -> None:
