@@ -17,7 +17,7 @@ import os
 import warnings
 from typing import Callable
 
-from harness.registry.registry import Contract, KernelEntry, REGISTRY, _where, check_names
+from harness.registry.registry import Origin, Contract, KernelEntry, REGISTRY, _where, check_names
 from harness.errors import RegistryError, UsageError
 from harness.run import backend as backends
 from harness.settings import current as current_settings
@@ -61,7 +61,7 @@ def entry_for(op: str, fn: Callable, *, name: str | None = None, contract: Contr
                             f"known checks: {', '.join(spec.check_names())}")
     check_names(contract, spec, f"kernel {name or getattr(fn, '__name__', 'kernel')!r}")
     return KernelEntry(op=op, name=name or getattr(fn, "__name__", "kernel"), fn=fn, contract=contract, kind="kernel",
-                       origin="test", defined_at=_where(fn))
+                       origin=Origin.TEST, defined_at=_where(fn))
 
 
 def assert_kernel(op: str, fn: Callable, *, max_examples: int | None = None, seed: int = 0,

@@ -1,5 +1,7 @@
 """harness.registry.registry: the public plugin API's validation and error messages."""
 
+import json
+
 import pytest
 import torch
 
@@ -92,3 +94,17 @@ def test_a_plugin_that_exits_at_import_is_a_plugin_error(tmp_path):  # bug class
 
     with pytest.raises(PluginError, match=r"failed to import \(line 2\): SystemExit"):
         load_plugin(_plugin(tmp_path, "import sys\nsys.exit(3)\n"))
+
+
+def test_an_origin_is_one_of_the_known_ones_and_reads_as_its_string():
+    # bug class: origins as free strings, documented as four where eight are used, so a typo
+    # ("projet") silently took an entry out of every "is it a project kernel" rule
+    from harness.registry.registry import KernelEntry, Origin
+
+    entry = KernelEntry("rmsnorm", "k", lambda: None, Contract(), "kernel", "plugin", "here")
+    assert entry.origin is Origin.PLUGIN and entry.origin == "plugin" and f"{entry.origin}" == "plugin"
+    assert json.dumps({"origin": entry.origin}) == '{"origin": "plugin"}'  # reports keep the string
+    with pytest.raises(RegistryError, match="unknown origin 'projet'; one of project, plugin"):
+        KernelEntry("rmsnorm", "k", lambda: None, Contract(), "kernel", "projet", "here")
+    origins = {e.origin for e in REGISTRY.select()}
+    assert origins and all(isinstance(o, Origin) for o in origins)

@@ -185,7 +185,7 @@ def load_base(sources: list[Source]) -> list:
     """Import each source's kernels (the project's ``kernels`` package) and plugins; register
     and return the ``base:<name>`` entries (those of an op the head does not have are returned
     unregistered: they can only be reported as removed)."""
-    from harness.registry.registry import REGISTRY
+    from harness.registry.registry import REGISTRY, Origin
 
     entries = []
     for source in sources:
@@ -202,7 +202,7 @@ def load_base(sources: list[Source]) -> list:
         for entry in captured:
             if entry.kind != "kernel":
                 continue
-            based = dataclasses.replace(entry, name=BASE_PREFIX + entry.name, origin="baseline")
+            based = dataclasses.replace(entry, name=BASE_PREFIX + entry.name, origin=Origin.BASELINE)
             entries.append(REGISTRY.add(based) if entry.op in REGISTRY.ops else based)
     return entries
 

@@ -94,6 +94,7 @@ def baseline(rev: str, head: list, plugins: tuple[str, ...] = ()) -> Iterator[di
     ``commit`` and ``repositories`` ({path, commit} of each repository checked out). REV is a
     revision of the project and of each plugin file's repository; where the project does not
     have it but a plugin's repository does, the project's kernels are compared with nothing."""
+    from harness.registry.registry import Origin
     project, repos = _repositories(plugins)
     if project is not None and plugins and any(r != project for r in repos) and not _resolves(rev, project):
         del repos[project]  # a revision of the user's repository, not of the harness's
@@ -105,7 +106,7 @@ def baseline(rev: str, head: list, plugins: tuple[str, ...] = ()) -> Iterator[di
             package = PROJECT_PACKAGE if repo == project else f"_baseline_{k}"
             sources.append(source(tree, [f for f in in_tree if f.is_file()], package=package))
             checked_out.append({"path": str(repo), "commit": commit})
-        compared = [e for e in head if project in repos or e.origin != "project"]
+        compared = [e for e in head if project in repos or e.origin is not Origin.PROJECT]
         previous = os.environ.get(SOURCES_ENV)
         os.environ[SOURCES_ENV] = sources_to_env(sources)
         try:

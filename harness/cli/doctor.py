@@ -121,7 +121,7 @@ def _backend(name: str, out: _Out):
 def _computation(backend, out: _Out) -> None:
     """Each op's first project kernel on one small floor case, through the harness's own runner:
     the same checks and tolerances as verify."""
-    from harness.registry.registry import REGISTRY, load_project_kernels
+    from harness.registry.registry import REGISTRY, load_project_kernels, Origin
     from harness.run.runner import run_case
 
     print("one real computation per op:")
@@ -134,7 +134,7 @@ def _computation(backend, out: _Out) -> None:
     names = ", ".join(f"{e.op}/{e.name}" for e in REGISTRY.select(kind="kernel"))
     out.line("ok", f"project kernels load: {names}")
     for op in sorted(REGISTRY.ops):
-        project = [e for e in REGISTRY.select(op=op, kind="kernel") if e.origin == "project"]
+        project = [e for e in REGISTRY.select(op=op, kind="kernel") if e.origin is Origin.PROJECT]
         if project:
             _one_case(REGISTRY.op(op), project[0], backend, out, run_case)
 

@@ -64,12 +64,13 @@ def run(args: argparse.Namespace) -> int:
 
 def kernel_entry(name: str | None):
     """The registered rmsnorm kernel called ``name``, or the project's first one."""
+    from harness.registry.registry import Origin
     from harness.errors import UsageError
     from harness.registry.registry import REGISTRY
 
     kernels = REGISTRY.select(op=training_op(), kind="kernel")
     if name is None:
-        project = [e for e in kernels if e.origin == "project"]
+        project = [e for e in kernels if e.origin is Origin.PROJECT]
         if not project:
             raise UsageError("train-check: no project rmsnorm kernel is registered; pass --kernel NAME (and --plugin FILE)")
         return project[0]

@@ -64,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-drift-ulps must be >= 0, got {args.max_drift_ulps}")
     common.prepare(args)  # the head's kernels, before the base's are loaded beside them
     from harness.baseline.session import baseline
-    from harness.registry.registry import REGISTRY
+    from harness.registry.registry import REGISTRY, Origin
 
-    head = [e for e in REGISTRY.select(kind="kernel") if e.origin != "baseline"]
+    head = [e for e in REGISTRY.select(kind="kernel") if e.origin is not Origin.BASELINE]
     with baseline(args.baseline, head, tuple(args.plugin)) as plan:  # the worktree is removed on any way out
         return _run(args, plan)
 
@@ -122,9 +122,9 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
 def _entries(args: argparse.Namespace) -> tuple[list, "Case | None"]:
     """The kernels to verify and the one case of ``--case`` (or None); usage errors exit 2."""
     from harness.cases.case import Case
-    from harness.registry.registry import REGISTRY
+    from harness.registry.registry import REGISTRY, Origin
 
-    entries = [e for e in REGISTRY.select(op=args.op, kind="kernel", pattern=args.select) if e.origin != "baseline"]
+    entries = [e for e in REGISTRY.select(op=args.op, kind="kernel", pattern=args.select) if e.origin is not Origin.BASELINE]
     if not entries:
         known = ", ".join(e.name for e in REGISTRY.select(op=args.op, kind="kernel")) or "none"
         raise UsageError(f"--select {args.select!r} matches no kernel{' of op ' + args.op if args.op else ''}; registered: {known}")

@@ -212,6 +212,7 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
     """Each mutant's plan (by ``<op>/<name>``): its own fingerprint (the diff of a generated mutant, the
     module closure of a catalog or plugin one) with the closure of its op's project kernels,
     of the op's declaration and oracle, the harness, the environment and the settings."""
+    from harness.registry.registry import Origin
     from harness.mutation.outcome import ident
     from harness.registry.registry import REGISTRY
 
@@ -220,7 +221,7 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
     for e in entries:
         originals = {}
         for k in REGISTRY.select(op=e.op, kind="kernel"):
-            if k.origin == "project":
+            if k.origin is Origin.PROJECT:
                 originals.update(entry_closure(k))
         parts = {
             "mutant": {"name": e.name, "fingerprint": e.meta.get("fingerprint"), "diff": e.meta.get("diff"),
@@ -242,12 +243,12 @@ SANITY = "sanity"
 def sanity_plan(ops: list[str], store: Store, *, backend: str, settings: dict) -> Plan:
     """The sanity step of ``ops`` (their clean kernels pass, their forced failures fail): its key
     is the closure of the clean kernels, of the forced-failure mutants and of the ops' specs."""
-    from harness.registry.registry import REGISTRY
+    from harness.registry.registry import REGISTRY, Origin
 
     device = "cuda" if backend == "cuda" else "cpu"
     parts = {"kernel": {"ops": ops, "closure": {}}, "op": {}, "mutant": {"closure": {}}}
     for e in REGISTRY.select(kind="kernel"):
-        if e.origin == "project" and e.op in ops:
+        if e.origin is Origin.PROJECT and e.op in ops:
             parts["kernel"]["closure"].update(entry_closure(e))
     for e in REGISTRY.select(kind="mutant"):
         if e.name.startswith("sanity.forced_failure.") and e.op in ops:

@@ -25,7 +25,7 @@ from harness.settings import PROJECT_ROOT
 from harness.execution.jobs import Event, Job, JobResult, run_jobs
 from harness.mutation.outcome import SANITY_PREFIX, Outcome, Status
 from harness.registry import discovery
-from harness.registry.registry import REGISTRY, KernelEntry
+from harness.registry.registry import Origin, REGISTRY, KernelEntry
 
 EQUIVALENT_FILE = PROJECT_ROOT / discovery.MUTANTS.replace(".", "/") / "equivalent.toml"
 TIMEOUT_FACTOR = 5.0
@@ -76,7 +76,7 @@ def load_mutants() -> tuple[str, ...]:
 
 
 def select(op: str | None, pattern: str) -> list[KernelEntry]:
-    return [e for e in REGISTRY.select(op=op, kind="mutant", pattern=pattern) if e.origin != "sanity"]
+    return [e for e in REGISTRY.select(op=op, kind="mutant", pattern=pattern) if e.origin is not Origin.SANITY]
 
 
 def observable_on(entry: KernelEntry, backend: str) -> bool:
@@ -211,8 +211,8 @@ def clean_kernels(ops: list[str], library: bool) -> list[KernelEntry]:
     library campaign the plugin kernels that carry its mutants (each has a forced failure)."""
     if library:
         forced = {e.name.removeprefix(SANITY_PREFIX) for e in REGISTRY.select(kind="mutant", pattern=SANITY_PREFIX + "*")}
-        return [e for e in REGISTRY.select(kind="kernel") if e.origin == "plugin" and e.op in ops and e.name in forced]
-    return [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and e.op in ops]
+        return [e for e in REGISTRY.select(kind="kernel") if e.origin is Origin.PLUGIN and e.op in ops and e.name in forced]
+    return [e for e in REGISTRY.select(kind="kernel") if e.origin is Origin.PROJECT and e.op in ops]
 
 
 def sanity_jobs(ops: list[str], settings: JobSettings, *, shards: int = 1,

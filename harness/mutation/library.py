@@ -34,9 +34,9 @@ from typing import Any, Callable
 from harness.errors import UsageError
 from harness.mutation import mutagen, swap
 from harness.mutation.outcome import SANITY_PREFIX
-from harness.registry.registry import REGISTRY, KernelEntry, register_mutant
+from harness.registry.registry import Origin, REGISTRY, KernelEntry, register_mutant
 
-ORIGIN = "library"
+ORIGIN = Origin.LIBRARY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +75,7 @@ def register(modules: tuple[str, ...], carrier: str = "*") -> list[Target]:
 
 def candidates(carrier: str) -> list[KernelEntry]:
     globs = [g.strip() for g in carrier.split(",") if g.strip()] or ["*"]
-    return [e for e in REGISTRY.select(kind="kernel") if e.origin == "plugin"
+    return [e for e in REGISTRY.select(kind="kernel") if e.origin is Origin.PLUGIN
             and any(fnmatch.fnmatchcase(e.name, g) for g in globs)]
 
 
@@ -162,7 +162,7 @@ def _register_forced_failure(carrier: KernelEntry) -> None:
     def broken(*args, **kwargs):
         return carrier.fn(*args, **kwargs) + 1
 
-    register_mutant(carrier.op, name=name, contract=carrier.contract, origin="sanity",
+    register_mutant(carrier.op, name=name, contract=carrier.contract, origin=Origin.SANITY,
                     description=f"forced failure: {carrier.name} with 1 added to its output")(broken)
 
 
@@ -248,7 +248,7 @@ class LibraryMutant:
 
 
 def mutants_of(entries: list[KernelEntry]) -> list[KernelEntry]:
-    return [e for e in entries if e.origin == ORIGIN]
+    return [e for e in entries if e.origin is ORIGIN]
 
 
 def driver_args(plugins, modules: tuple[str, ...], carrier: str = "*") -> tuple[str, ...]:

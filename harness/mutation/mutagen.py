@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterator
 from harness.settings import PROJECT_ROOT
 from harness.errors import HarnessError, RegistryError
 from harness.registry import discovery
-from harness.registry.registry import REGISTRY, KernelEntry, load_project_kernels, register_mutant
+from harness.registry.registry import Origin, REGISTRY, KernelEntry, load_project_kernels, register_mutant
 
 ROOT = PROJECT_ROOT
 
@@ -352,7 +352,7 @@ def project_modules() -> list[str]:
 
 
 def project_entries(module_name: str) -> list[KernelEntry]:
-    return [e for e in REGISTRY.select(kind="kernel") if e.origin == "project" and getattr(e.fn, "__module__", None) == module_name]
+    return [e for e in REGISTRY.select(kind="kernel") if e.origin is Origin.PROJECT and getattr(e.fn, "__module__", None) == module_name]
 
 
 def generated_name(entry: KernelEntry, mutation: Mutation, several: bool) -> str:
@@ -382,7 +382,7 @@ def register_module_mutants(module_name: str, entries: list[KernelEntry]) -> int
                 entry.op,
                 name=name,
                 contract=entry.contract,
-                origin="generated",
+                origin=Origin.GENERATED,
                 description=f"{mutation.operator} in {mutation.function} at {mutation.location}",
                 meta={
                     "operator": mutation.operator,
@@ -471,7 +471,7 @@ def register_catalog(op: str, *, kernel: str, module: str, entries: Iterator[dic
             op,
             name=name,
             contract=base.contract,
-            origin="catalog",
+            origin=Origin.CATALOG,
             description=item["why"],
             meta={
                 "operator": f"catalog:{item['bug_class']}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from harness.registry.registry import KernelEntry
+from harness.registry.registry import Origin, KernelEntry
 
 SANITY_PREFIX = "sanity.forced_failure."  # the forced failures of the sanity step (never scored)
 
@@ -46,7 +46,7 @@ class Outcome:
             "op": e.op,
             "name": e.name,
             "origin": e.origin,
-            "operator": e.meta.get("operator", "plugin" if e.origin == "plugin" else None),
+            "operator": e.meta.get("operator", "plugin" if e.origin is Origin.PLUGIN else None),
             "location": e.meta.get("location", e.defined_at),
             "diff": e.meta.get("diff", ""),
             "description": e.description,

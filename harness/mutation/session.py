@@ -26,7 +26,7 @@ from harness.mutation.campaign import (
     is_forced, is_marked, judge_sanity, sanity_held, sanity_jobs,
 )
 from harness.mutation.outcome import Outcome, Status, ident
-from harness.registry.registry import KernelEntry
+from harness.registry.registry import Origin, KernelEntry
 
 if TYPE_CHECKING:
     from harness.mutation.memcheck_looks import FirstLooks
@@ -223,8 +223,8 @@ class CampaignSession:
         # own; the project's mutants are copies of a module, executed apart, and share workers; a
         # library mutant is swapped into the library's modules: a kernel process of its own, so
         # that no code compiled before the swap (the clean run's) is reused
-        job.fresh = entry.origin == "plugin"
-        job.fresh_kernel = entry.origin == "library"
+        job.fresh = entry.origin is Origin.PLUGIN
+        job.fresh_kernel = entry.origin is Origin.LIBRARY
         hints = self.plan.hints
         job.floor_first = hints.get(entry.name, hints.get("*", ())) if hints else ()
         return job

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import fnmatch
 import inspect
 from typing import Any, Callable, Iterable, Sequence
@@ -252,6 +253,20 @@ def _rule_name(rule: Callable[..., Any]) -> str:
     return getattr(rule, "__qualname__", None) or getattr(rule, "__name__", None) or type(rule).__name__
 
 
+class Origin(enum.StrEnum):
+    """Where a registered entry comes from. Reports hold the value; a StrEnum, so it equals its
+    string too."""
+
+    PROJECT = "project"  # a kernel of the project's kernels/ package
+    PLUGIN = "plugin"  # a kernel or mutant that a --plugin file registers
+    CATALOG = "catalog"  # a hand-written mutant of a project kernel (harness.mutation.mutagen.register_catalog)
+    GENERATED = "generated"  # a mutant generated from a kernel's source (harness.mutation.mutagen)
+    LIBRARY = "library"  # a mutant of a library module's kernel (mutate --mutate-module)
+    SANITY = "sanity"  # a forced failure that proves the campaign's sanity rule; never scored
+    BASELINE = "baseline"  # a kernel of another revision, paired by verify --baseline
+    TEST = "test"  # registered by harness.testing (a kernel's own pytest suite)
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelEntry:
     """One registered implementation of an op: a kernel under test or a mutant."""
@@ -261,11 +276,19 @@ class KernelEntry:
     fn: Callable[..., Any]
     contract: Contract
     kind: str  # "kernel" | "mutant"
-    origin: str  # "project" | "plugin" | "catalog" | "generated"
+    origin: Origin  # a string naming one is read as that Origin
     defined_at: str  # file:line of the definition, for error messages
     plugin: str | None = None  # plugin file that registered it, for repro commands
     description: str = ""
     meta: dict = dataclasses.field(default_factory=dict)  # mutants: operator, location, diff
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.origin, Origin):
+            try:
+                object.__setattr__(self, "origin", Origin(self.origin))
+            except ValueError:
+                known = ", ".join(o.value for o in Origin)
+                raise RegistryError(f"{self.kind} {self.name!r}: unknown origin {self.origin!r}; one of {known}") from None
 
 
 class Registry:
@@ -418,7 +441,7 @@ def _decorator(op: str, name: str | None, contract: Contract | None, kind: str, 
             fn=fn,
             contract=contract or Contract(),
             kind=kind,
-            origin=origin or ("plugin" if plugin else "project"),
+            origin=origin or (Origin.PLUGIN if plugin else Origin.PROJECT),
             defined_at=_where(fn),
             plugin=plugin,
             description=description or (inspect.getdoc(fn) or "").split("\n")[0],

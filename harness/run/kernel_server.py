@@ -38,7 +38,7 @@ def health(device: str) -> str | None:
 def _entry_data(entry) -> dict:
     c = entry.contract
     return {
-        "kind": entry.kind, "origin": entry.origin, "defined_at": entry.defined_at, "plugin": entry.plugin,
+        "kind": entry.kind, "origin": str(entry.origin), "defined_at": entry.defined_at, "plugin": entry.plugin,
         "description": entry.description, "meta": {k: v for k, v in entry.meta.items() if isinstance(v, (str, int, float))},
         "contract": {
             "dtypes": [str(d).removeprefix("torch.") for d in c.dtypes] if c.dtypes is not None else None,

@@ -25,7 +25,7 @@ import torch
 
 from harness.cases.case import Case
 from harness.mutation.mutagen import build_module
-from harness.registry.registry import REGISTRY, KernelEntry
+from harness.registry.registry import Origin, REGISTRY, KernelEntry
 
 OP = "rmsnorm"
 PROJECT_KERNEL = "triton_rmsnorm"
@@ -91,7 +91,7 @@ def build_mutant(name: str) -> KernelEntry:
     code = mutant_source(inspect.getsource(importlib.import_module(module)), function, module)
     fn = build_module(module, code, PROJECT_KERNEL, name)
     return dataclasses.replace(
-        project, fn=fn, name=name, kind="mutant", origin="generated", description=description,
+        project, fn=fn, name=name, kind="mutant", origin=Origin.GENERATED, description=description,
         meta={"operator": "divide_by_block", "function": function},
     )
 

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from harness.mutation.mutagen import register_catalog
 from properties.mutants import row_offset_int32
-from harness.registry.registry import REGISTRY, register_mutant
+from harness.registry.registry import Origin, REGISTRY, register_mutant
 from kernels import fused_linear_ce as flce
 
 OP = "fused_linear_cross_entropy"
@@ -213,7 +213,7 @@ class _RacyDW(torch.autograd.Function):
     OP,
     name="cat.dw_race_plain_rmw",
     contract=REGISTRY.get(OP, KERNEL).contract,
-    origin="catalog",
+    origin=Origin.CATALOG,
     description="the tutorial's atomics replaced by a plain load + add + store: every 16-row program adds "
     "its rows' G^T @ x into every dW tile, so programs overlap and updates are lost on a GPU; "
     "a race only a GPU shows (the interpreter runs programs one after another, so it survives there)",

@@ -8,7 +8,7 @@ Registered with ``origin="sanity"``; the campaign never counts it as a mutant.
 from __future__ import annotations
 
 from harness.mutation.outcome import SANITY_PREFIX as PREFIX
-from harness.registry.registry import REGISTRY, register_mutant
+from harness.registry.registry import Origin, REGISTRY, register_mutant
 
 
 def _forced_failure(fn):
@@ -19,11 +19,11 @@ def _forced_failure(fn):
 
 
 for _entry in REGISTRY.select(kind="kernel"):
-    if _entry.origin == "project":
+    if _entry.origin is Origin.PROJECT:
         register_mutant(
             _entry.op,
             name=PREFIX + _entry.name,
             contract=_entry.contract,
-            origin="sanity",
+            origin=Origin.SANITY,
             description=f"forced failure: {_entry.name} with 1 added to its output",
         )(_forced_failure(_entry.fn))
