@@ -241,7 +241,7 @@ def mutations(module_name: str) -> list[Mutation]:
     source = inspect.getsource(module)
     path = _display_path(inspect.getsourcefile(module) or module_name)
     tree = ast.parse(source)
-    cache = _Picks(module_name, source, inspect.getsource(mutation_operators))
+    cache = _Picks(module_name, source, path, inspect.getsource(mutation_operators))
     out: list[Mutation] = []
     for fn in tree.body:
         if not _is_jit_def(fn):
@@ -285,9 +285,9 @@ class _Picks:
 
     FOLDER = PROJECT_ROOT / "build" / "mutagen"
 
-    def __init__(self, module_name: str, source: str, operators: str) -> None:
-        own = Path(__file__).read_text()
-        key = hashlib.sha256("\0".join((source, operators, own, sys.version)).encode()).hexdigest()[:24]
+    def __init__(self, module_name: str, source: str, path: str, operators: str) -> None:
+        own = Path(__file__).read_text()  # the operators import nothing but the standard library
+        key = hashlib.sha256("\0".join((source, path, operators, own, sys.version)).encode()).hexdigest()[:24]
         self.path = self.FOLDER / f"{module_name}-{key}.json"
         self.known: dict[tuple, tuple] | None = None
         self.picked: list | None = None
@@ -305,16 +305,13 @@ class _Picks:
         if self.picked is None:
             return
         import json
-        import tempfile
 
-        try:
-            self.FOLDER.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.FOLDER, prefix=".tmp-", suffix=".json")
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.picked, f)
-            os.replace(tmp, self.path)
-        except OSError:
-            pass  # a read-only checkout computes every time
+        from reports import manifest, writer
+
+        try:  # atomic and listed in the folder's manifest, like every file the harness writes
+            writer.write_text(self.FOLDER, self.path.name, json.dumps(self.picked))
+        except (OSError, manifest.ForeignFileError):
+            pass  # a read-only checkout, or a file of that name the harness did not write: compute every time
 
 
 @contextlib.contextmanager
