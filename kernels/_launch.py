@@ -95,3 +95,17 @@ def multiprocessors(device: torch.device) -> int:
     """The CUDA device's multiprocessor count, asked once per device (the query costs host time on
     every backward otherwise)."""
     return _multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def runtime_args(*names: str) -> dict[str, tuple[str, ...]]:
+    """``triton.jit`` keyword arguments that keep ``names`` (sizes, strides, pointers) out of the
+    compile key: Triton otherwise compiles once per pattern of values equal to 1, divisible by 16
+    or 16-byte aligned, so a kernel called with many layouts and sizes compiles again and again."""
+    import inspect
+
+    import triton
+
+    options = {"do_not_specialize": names}
+    if "do_not_specialize_on_alignment" in inspect.signature(triton.jit).parameters:
+        options["do_not_specialize_on_alignment"] = names
+    return options

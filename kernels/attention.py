@@ -46,15 +46,21 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_float, require_like, require_runnable_device, require_tensors
-from kernels._launch import launch
+from kernels._launch import launch, runtime_args
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_D = 128
-BLOCKS = {"cuda": (64, 64), "cpu": (16, 16)}  # (BLOCK_M, BLOCK_N); the interpreter's small blocks loop more
+# the inputs, sizes and strides are runtime values: one compile per dtype, causality and head tile, not one
+# per layout and size; 32x32 tiles on CUDA (H100, D = 128, ieee dots, forward and backward: 17 s to compile
+# against 54 s for 64x64, and 142 against 701 ms at S = T = 4096 in bf16; 2026-12-06, docs/gpu-runs.md run 65)
+_STRIDES = tuple(f"stride_{t}{d}" for t in ("q", "k", "v") for d in ("b", "h", "s" if t == "q" else "t", "d"))
+RUNTIME_FORWARD = ("Q", "K", "V", "S", "T", "D", "HQ", "G") + _STRIDES
+RUNTIME_BACKWARD = ("Q", "K", "V", "DO", "S", "T", "D", "HKV", "G") + _STRIDES + ("stride_dob", "stride_doh", "stride_dos", "stride_dod")
+BLOCKS = {"cuda": (32, 32), "cpu": (16, 16)}  # (BLOCK_M, BLOCK_N); the interpreter's small blocks loop more
 CALLS = {"forward": 0, "backward": 0}
 
 
-@triton.jit
+@triton.jit(**runtime_args(*RUNTIME_FORWARD))
 def _attention_forward(
     Q,  # [B, Hq, S, D], strides (stride_qb, stride_qh, stride_qs, stride_qd)
     K,  # [B, Hkv, T, D], strides (stride_kb, stride_kh, stride_kt, stride_kd)
@@ -121,7 +127,7 @@ def _attention_forward(
     tl.store(LSE + bh * S + rows, tl.where(empty, float("inf"), m + tl.log(denominator)), mask=row_ok)
 
 
-@triton.jit
+@triton.jit(**runtime_args(*RUNTIME_BACKWARD))
 def _attention_backward(
     Q,  # [B, Hq, S, D], strides (stride_qb, stride_qh, stride_qs, stride_qd)
     K,  # [B, Hkv, T, D], strides (stride_kb, stride_kh, stride_kt, stride_kd)

@@ -31,7 +31,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_float, require_runnable_device, require_tensors
-from kernels._launch import launch
+from kernels._launch import launch, runtime_args
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 128  # pairs per row of a tile
@@ -39,7 +39,10 @@ TILE = 4096  # pairs per program
 CALLS = {"forward": 0, "backward": 0}
 
 
-@triton.jit
+# the input, sizes, offset and strides are runtime values: one compile per dtype, direction, convention
+# and tile, not one per layout, size and offset
+@triton.jit(**runtime_args("X", "COS", "SIN", "n_rows", "S", "H", "R", "offset", "stride_xb", "stride_xs", "stride_xh",
+                           "stride_xd", "stride_cp", "stride_cr", "stride_sp", "stride_sr"))
 def _rope_rotate(
     X,  # [B, S, H, D] input (x, or dy for the backward), strides (stride_xb, stride_xs, stride_xh, stride_xd)
     COS,  # [P, R] table, strides (stride_cp, stride_cr)
