@@ -13,7 +13,7 @@ def _suite_with(monkeypatch, ooms: int):
     """The rmsnorm project kernel on one explicit case, the judge's first ``ooms`` attempts out of memory."""
     spec, entry = REGISTRY.op("rmsnorm"), REGISTRY.get("rmsnorm", "triton_rmsnorm")
     case = spec.floor_cases(backend="interpreter")[0]
-    real, calls = suite.run_case, []
+    real, calls, pauses = suite.run_case, [], []
 
     def run_case(*args, **kwargs):
         calls.append(1)
@@ -22,7 +22,9 @@ def _suite_with(monkeypatch, ooms: int):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(suite, "run_case", run_case)
+    monkeypatch.setattr(suite.time, "sleep", lambda seconds: pauses.append(seconds))
     records = suite.run_suite(spec, entry, backend="interpreter", device="cpu", seed=0, max_examples=0, only_case=case)
+    assert pauses == [suite.OUT_OF_MEMORY_PAUSE] * min(ooms, 1)  # one pause, before the second attempt
     return spec, entry, case, records, len(calls)
 
 
@@ -54,3 +56,26 @@ def test_one_out_of_memory_is_retried_and_the_case_runs(monkeypatch):
     assert calls == 2
     assert records and all(r.passed and not r.inconclusive for r in records)
     assert {"forward", "dx", "dgamma"} <= {r.check for r in records}
+
+
+def test_a_case_that_leaves_a_large_cache_gives_it_back(monkeypatch):
+    """On CUDA a worker whose allocator keeps more than KEEP_CACHED after an ordinary case gives it
+    back (and asks the kernel process to), so that idle caches do not fill the device an
+    index-width case needs; a small cache is kept (no synchronising empty_cache per case)."""
+    from harness.run import gpu_slot, kernel_host
+    from properties import layouts
+
+    case = REGISTRY.op("rmsnorm").floor_cases(backend="interpreter")[0]
+    assert not layouts.is_index_width(case)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    given, hosts = [], []
+    monkeypatch.setattr(kernel_host, "give_back_memory", lambda: given.append(1))
+    for reserved, expect in ((gpu_slot.KEEP_CACHED + 1, 1), (gpu_slot.KEEP_CACHED, 0)):
+        given.clear(), hosts.clear()
+        monkeypatch.setattr(torch.cuda, "memory_reserved", lambda r=reserved: r)
+        with gpu_slot.exclusive(case, "cuda", lambda: hosts.append(1)):
+            pass
+        assert (len(given), len(hosts)) == (expect, expect)
+    with gpu_slot.exclusive(case, "interpreter", lambda: hosts.append(1)):
+        pass
+    assert not hosts

@@ -6,7 +6,10 @@ reach such cases together would run out of memory, and an out-of-memory error in
 reads as the kernel's failure. So a worker takes an exclusive lock on a file named after the
 GPU (its UUID, shared by every process that sees the device, whatever CUDA_VISIBLE_DEVICES
 says) for the whole case, and gives the memory back to the device (properties.layouts.release)
-before it lets the next one in. Other cases never wait: they need megabytes.
+before it lets the next one in. Other cases never wait, but one that leaves more than
+``KEEP_CACHED`` bytes in this process's allocator cache gives them back too (with the kernel
+process's), so that the workers' caches, idle between large cases, do not fill the device an
+index-width case needs (an 80 GB H100 ran out that way beside seven workers).
 """
 
 from __future__ import annotations
@@ -19,6 +22,18 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from properties import layouts
+
+KEEP_CACHED = 2 << 30  # bytes of cached, unused GPU memory a worker may keep after a case
+
+
+def _trim(release_host: Callable[[], None]) -> None:
+    import torch
+
+    from harness.run.kernel_host import give_back_memory
+
+    if torch.cuda.is_initialized() and torch.cuda.memory_reserved() > KEEP_CACHED:
+        release_host()
+        give_back_memory()
 
 
 def lock_path() -> Path:
@@ -37,8 +52,14 @@ def exclusive(case, backend: str, release_host: Callable[[], None] = lambda: Non
     Before the next one gets in, this process and, through ``release_host``, the kernel process
     give their GPU memory back: the case's inputs, the kernel's outputs and saved graph, and the
     allocator's cached blocks (harness.run.kernel_host.Session.release)."""
-    if backend != "cuda" or not layouts.is_index_width(case):
+    if backend != "cuda":
         yield
+        return
+    if not layouts.is_index_width(case):
+        try:
+            yield
+        finally:
+            _trim(release_host)
         return
     with open(lock_path(), "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)

@@ -40,6 +40,7 @@ from harness.run.runner import CaseRun, run_case
 from harness.settings import current as current_settings
 
 Progress = Callable[[CaseRun], None]
+OUT_OF_MEMORY_PAUSE = 10.0  # seconds before a case that found the GPU full tries again (harness.run.gpu_slot)
 
 
 @dataclasses.dataclass
@@ -180,6 +181,8 @@ def run_suite(
             give_back_memory()
             if failed_attempts == 2:
                 run = Inconclusive(case, out_of_memory_record(entry, case, backend, phase))
+            elif failed_attempts == 1:
+                time.sleep(OUT_OF_MEMORY_PAUSE)  # the other workers end their cases and give back their caches
         if progress:
             progress(run)
         if run.lost is not None and run.lost.fatal:
