@@ -37,9 +37,10 @@ def prepare(backend: str = "auto") -> backends.Backend:
                          "(TRITON_INTERPRET=1 python -m pytest ...)")
     be = backends.select(backend)
     if be.is_interpreter:
-        from harness.run import oob
+        from harness.run import interpreter_casts, oob
 
         oob.install()
+        interpreter_casts.install()
     return be
 
 

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import torch
 
-from harness.run import compile_clock, launches
+from harness.run import backend, compile_clock, interpreter_casts, launches
 from harness.run.oob import find_out_of_bounds
 
 REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")  # the expected answers to an out-of-contract case
@@ -143,6 +143,8 @@ class Session:
         self.out: Any = None
         compile_clock.install()
         launches.install()
+        if backend.current().is_interpreter:
+            interpreter_casts.install()
 
     def _timed(self, call: Callable[[], Any], device: torch.device) -> Reply:
         started, compiled, launched = time.perf_counter(), compile_clock.seconds(), launches.count()
