@@ -388,7 +388,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
 @register_kernel(
     "fused_linear_cross_entropy",
     name="triton_flce",
-    contract=Contract(dtypes=SUPPORTED_DTYPES, max_n=MAX_D),
+    contract=Contract(dtypes=SUPPORTED_DTYPES, max_n=MAX_D, precision="input"),  # G = softmax - onehot in the input dtype
     description="the project's Triton fused linear + cross-entropy (online softmax, N-chunked backward, no atomics)",
 )
 def fused_linear_cross_entropy(

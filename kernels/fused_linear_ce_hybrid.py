@@ -210,7 +210,7 @@ class HybridFusedLinearCrossEntropyFunction(torch.autograd.Function):
 @register_kernel(
     "fused_linear_cross_entropy",
     name="triton_flce_hybrid",
-    contract=Contract(dtypes=SUPPORTED_DTYPES, max_n=MAX_D),
+    contract=Contract(dtypes=SUPPORTED_DTYPES, max_n=MAX_D, precision="input"),  # G = softmax - onehot in the input dtype
     description="the project's hybrid fused linear + cross-entropy: logits and gradient matmuls on cuBLAS "
                 "(fp32 out), softmax/CE in Triton with G written in place, gradients computed in the forward",
 )

@@ -55,7 +55,7 @@ def fused_linear_ce_backward(
 
 
 def fused_linear_ce_magnitudes(
-    x: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, upstream, ignore_index: int = -100
+    x: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, upstream, ignore_index: int = -100, tiny: float = 0.0
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Size of what each formula sums or cancels, for the cancellation-aware tolerance.
 
@@ -65,6 +65,8 @@ def fused_linear_ce_magnitudes(
       loss:  mean of (sum_j p m) + m[i, t_i]            (lse - z_t can cancel to ~0)
       dx:    |s| * ((p * (1 + m + sum_j p m)) @ |w| + |w[t_i]|)
       dw:    (|s| * (p * (1 + m + sum_j p m) + onehot))^T @ |x|
+    ``tiny``: the smallest normal of a dtype the gradient's G = p - onehot may be kept in (a kernel
+    declaring it): each G element adds ``tiny``, since rounding it there is off by u (|G| + tiny).
     """
     xf, wf = _f64(x, weight)
     ax, aw = xf.abs(), wf.abs()
@@ -74,5 +76,5 @@ def fused_linear_ce_magnitudes(
     n_valid = int(valid.sum())
     row_terms = lse_terms.squeeze(1) + (onehot * m).sum(1)
     loss_mag = (row_terms * valid).sum() / n_valid if n_valid else torch.zeros((), dtype=torch.float64)
-    weights = scale.abs() * (p * (1.0 + m + lse_terms) + onehot)
+    weights = scale.abs() * (p * (1.0 + m + lse_terms) + onehot + tiny)
     return loss_mag, weights @ aw, weights.T @ ax

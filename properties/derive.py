@@ -31,6 +31,7 @@ Any method can be overridden in a subclass (``class MyOp(DeclaredOp)``) like any
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any
 
@@ -465,7 +466,7 @@ class DeclaredOp(OpSpec):
         shifted = [self.decl.inputs[p].name in self.decl.shift_by_max for p in floats] + [False] * len(ups)
         centers = [rounding.row_max_center(t) if s else None for t, s in zip(tensors, shifted)]
         spreads = rounding.spread(evaluate, tensors, rounding.unit_roundoff(inputs.dtype), base, centers=centers)
-        terms = self.terms(f64, upstream, base, inputs.grad_wrt)
+        terms = self.terms(f64, upstream, base, inputs.grad_wrt, inputs.dtype)
         first = self.oracle_forward_name(inputs)
         names = [first, *self.output_checks[1:], *self.grad_checks]
         expected = {}
@@ -520,14 +521,16 @@ class DeclaredOp(OpSpec):
         return [None if t is None else u * torch.where(torch.isfinite(t), t.abs(), 0.0).to(torch.float64)
                 for t in out]
 
-    def terms(self, f64: list[Any], upstream, base: list[torch.Tensor], grad_wrt) -> list[torch.Tensor]:
+    def terms(self, f64: list[Any], upstream, base: list[torch.Tensor], grad_wrt,
+              dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
         """Per check, the size of the terms its formula sums or cancels: the declaration's, else
         |result| for each output and, for a gradient, the larger of |result| and the gradient
         for |upstream|: the upstream's signs are what make a gradient's sums cancel (the sum
         over rows of a broadcast input such as a bias, db = sum dy), and |dy| removes them."""
         ups = upstreams(upstream)
         k = len(ups)  # outputs first in ``base``, then the gradients
-        declared = list(self.decl.terms(*f64, *ups)) if self.decl.terms is not None else [None] * len(base)
+        declared = list(self.decl.terms(*f64, *ups, **self.terms_floor(dtype))) if self.decl.terms is not None \
+            else [None] * len(base)
         out = [base[j].abs() if declared[j] is None else declared[j] for j in range(k)]
         if any(t is None for t in declared[k:]):
             unsigned_up = tuple(u.abs() for u in ups)
@@ -535,6 +538,12 @@ class DeclaredOp(OpSpec):
         for j, t in enumerate(declared[k:]):
             out.append(torch.maximum(base[k + j].abs(), unsigned[j].abs()) if t is None else t)
         return out
+
+    def terms_floor(self, dtype: torch.dtype) -> dict[str, float]:
+        """``tiny=`` for a declared ``terms`` that takes it (OpDecl): the smallest normal of the case's dtype."""
+        if "tiny" not in inspect.signature(self.decl.terms).parameters:
+            return {}
+        return {"tiny": float(torch.finfo(dtype).smallest_normal)}
 
     def sum_lengths(self, inputs: OpInputs) -> list[int]:
         """Per check, the longest sum it involves: the declared ``reduces`` dims, and for a

@@ -285,7 +285,18 @@ def test_register_op_takes_a_declaration_or_a_class_and_rejects_a_second_declara
     with pytest.raises(RegistryError, match="registered twice"):
         register_op(decl)
     assert REGISTRY.op("softmax").decl.reference is not decl.reference
-    assert type(REGISTRY.op("fused_linear_cross_entropy")).__name__ == "FusedLinearCrossEntropySpec"  # the class form still works
+    flce = REGISTRY.op("fused_linear_cross_entropy")  # the class form: a DeclaredOp subclass with its own floor
+    assert type(flce).__name__ == "FusedLinearCrossEntropyOp" and flce.decl.name == "fused_linear_cross_entropy"
+    from harness.registry.opspec import OpSpec
+
+    class Bare(OpSpec):  # no declaration: no error model but the dtype table, refused
+        name = "bare"
+
+    with pytest.raises(RegistryError, match="OpDecl, or a subclass of properties.derive.DeclaredOp"):
+        register_op(Bare)
+    with pytest.raises(RegistryError, match="got int"):
+        register_op(3)
+    assert "bare" not in REGISTRY.ops
     with pytest.raises(RegistryError, match="appear in no input"):
         OpDecl(name="bad", signature="", inputs=(Tensor("x", "M"),), output="K", reference=lambda x: x,
                value_kinds=("normal",))

@@ -151,7 +151,10 @@ class OpDecl:
     differentiable input, in order). ``terms(*args, upstream)`` may return, per check
     (forward, then each gradient), the size of the terms its formula sums or cancels (None:
     |result| for the forward, the gradient for |upstream| for a gradient: properties.derive),
-    for the fp32-arithmetic part of the allowed error. The allowed error is the
+    for the fp32-arithmetic part of the allowed error; a ``terms`` with a keyword parameter
+    ``tiny`` is given the smallest normal of the case's dtype, for the terms of an intermediate
+    that a kernel may keep in that dtype (``Contract(precision="input")``): rounding v to a
+    dtype is off by up to u (|v| + tiny), since below tiny its spacing no longer shrinks. The allowed error is the
     spread of the reference under the input dtype's rounding of its inputs, plus fp32 roundings
     of the terms, plus the output's rounding (harness.compare.rounding); say in ``doc`` (the
     op module's docstring) what that means for the op."""

@@ -475,19 +475,21 @@ def register_mutant(
 
 
 def register_op(spec: Any) -> Any:
-    """Record an op: a class decorator for an OpSpec subclass (harness.registry.opspec), which it
-    instantiates, or a call on a declaration, ``register_op(OpDecl(...))`` (harness.registry.declare),
-    from which properties.derive builds the spec. Returns its argument."""
+    """Record an op: a call on a declaration, ``register_op(OpDecl(...))`` (harness.registry.declare),
+    from which properties.derive builds the spec, or a subclass of ``properties.derive.DeclaredOp``
+    (an OpDecl with its own floor, strategy or inputs: attention, fused_linear_cross_entropy), which
+    it instantiates. Either way the op has the declared ops' one error model. Returns its argument."""
     from harness.registry.declare import OpDecl
+    from properties.derive import DeclaredOp
 
     if isinstance(spec, OpDecl):
-        from properties.derive import DeclaredOp
-
         caller = inspect.currentframe().f_back
         REGISTRY.add_op(DeclaredOp(spec, declared_at=f"{caller.f_code.co_filename}:{caller.f_lineno}"))
         return spec
-    if not isinstance(spec, type):
-        raise RegistryError(f"register_op takes an OpSpec subclass or an OpDecl, got {type(spec).__name__}")
+    if not (isinstance(spec, type) and issubclass(spec, DeclaredOp)):
+        raise RegistryError(f"register_op takes an OpDecl, or a subclass of properties.derive.DeclaredOp built on "
+                            f"one, got {spec.__name__ if isinstance(spec, type) else type(spec).__name__}: declare the "
+                            "op's inputs, reference and value kinds in an OpDecl (docs/declaring-ops.md)")
     REGISTRY.add_op(spec())
     return spec
 

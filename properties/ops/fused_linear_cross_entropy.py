@@ -17,6 +17,12 @@ max subtraction); confident (the target logit dominates by ~30: the loss cancels
 tiny (logits ~ 1e-3: a near-uniform softmax); mixed_scale (row scales 1e-2..1e2); ascending
 (logits grow with the class index, so the running max rises in every later vocabulary tile:
 an online softmax that forgets to rescale its running sum is always wrong there).
+
+Error model (harness.compare.rounding), as for every declared op: twice the spread of the float64
+loss and gradients when x, weight and the upstream gradient are rounded within the input dtype, plus
+fp32 roundings of the terms (oracles.fused_linear_ce's magnitudes: the logits are sums over D, the
+loss cancels logsumexp against the target logit, dx and dweight sum p - onehot over V and N), their
+count growing with sqrt of the longer of D and V (``reduces``), plus the output's rounding.
 """
 
 from __future__ import annotations
@@ -27,14 +33,15 @@ import torch
 from hypothesis import strategies as st
 
 from harness.cases.case import Case
-from harness.registry.opspec import Meta, OpInputs, OpSpec
+from harness.registry.declare import Index, OpDecl, Scalar, Tensor
+from harness.registry.opspec import OpInputs
 from harness.registry.registry import register_op
 from oracles.fused_linear_ce import fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference
-from properties import case_params, layouts, strategies, values
+from properties import layouts, strategies, values
+from properties.derive import DeclaredOp
 
 VALUE_KINDS = ("normal", "large", "confident", "tiny", "mixed_scale", "ascending")
 IGNORED = ("none", "some", "all")
-ALL_IGNORED = "all_ignored"
 
 # Tiles of the project kernel are 64 (fp32, and every dtype in the interpreter) or 128
 # (fp16/bf16 on the GPU) rows and vocabulary entries, 32 or 64 hidden; sizes around them and
@@ -65,7 +72,6 @@ SHAPES_GPU_WIDE_V = [(7, 17, 32769), (3, 9, 65537)]
 # x, weight and target in different layouts in one call (properties.layouts.MIXED): x and weight
 # share their row length D, so a kernel that indexes one with the other's strides needs this
 SHAPES_MIXED = SHAPES_EDGE[1:] + SHAPES_NOALIGN
-CASE_LAYOUTS = strategies.LAYOUTS + (layouts.MIXED,)
 SHAPES_ALL_IGNORED = [(17, 33, 63), (3, 2, 1)]  # every row ignored; also with a single class
 # CUDA only: x or weight stretched by an index-width layout (properties.layouts): (N, D, V) with
 # at least 3 elements along the stretched dimension (N or V for rows, D for columns)
@@ -75,22 +81,34 @@ WIDE_INPUTS = ("x", "weight", "target")  # target: 1-D, index_width_rows only (1
 IGNORE_INDEX = (-100, -1, 0)
 
 
-@register_op
-class FusedLinearCrossEntropySpec(OpSpec):
-    name = "fused_linear_cross_entropy"
-    signature = "f(x[N, D], weight[V, D], target[N] int64, ignore_index=-100) -> scalar"
-    forward_check = "loss"
-    grad_checks = ("dx", "dweight")
-    special_checks = (ALL_IGNORED,)  # the loss check of a case whose every row is ignored
+DECL = OpDecl(
+    name="fused_linear_cross_entropy",
+    signature="f(x[N, D], weight[V, D], target[N] int64, ignore_index=-100) -> scalar",
+    inputs=(Tensor("x", "N, D"), Tensor("weight", "V, D"), Index("target", "N", high="V", ignore="ignore_index"),
+            Scalar("ignore_index", IGNORE_INDEX)),
+    output="",
+    reference=fused_linear_ce_reference,
+    backward=lambda x, w, target, ignore_index, dy: fused_linear_ce_backward(x, w, target, dy, ignore_index),
+    terms=lambda x, w, target, ignore_index, dy, tiny: fused_linear_ce_magnitudes(x, w, target, dy, ignore_index, tiny),
+    reduces=("D", "V"),
+    value_kinds=VALUE_KINDS,
+    forward_check="loss",
+    doc=__doc__,
+)
 
-    def case(self, n, d, v, dtype, layout, kind, ignored, ignore_index, seed, wide=None) -> Case:
-        if v == 1 and ignore_index == 0 and ignored != "all":
-            ignore_index = -100  # class 0 is the only class: "none ignored" needs another ignore_index
-        extra = {layouts.WIDE: wide} if wide is not None else {}
-        return Case.of(
-            self.name, N=n, D=d, V=v, dtype=strategies.dtype_name(dtype), layout=layout, **extra, values=kind,
-            ignored=ignored, ignore_index=ignore_index, seed=seed,
-        )
+
+class FusedLinearCrossEntropyOp(DeclaredOp):
+    """The declared op with its own floor (shapes by purpose, around the project kernel's tiles),
+    size limits and logits (module docstring); the error model, oracle, checks and case
+    parameters are the declaration's."""
+
+    def __init__(self) -> None:
+        super().__init__(DECL, declared_at=__file__)
+
+    def flce_case(self, n: int, d: int, v: int, dtype, layout: str, kind: str, ignored: str, ignore_index: int,
+                  seed: int, wide: str | None = None) -> Case:
+        return self.case({"N": n, "D": d, "V": v}, dtype, layout, kind, {"ignore_index": ignore_index}, ignored, seed,
+                         wide=wide)
 
     def floor_cases(self, *, backend: str) -> list[Case]:
         shapes = SHAPES_EDGE + SHAPES_NOALIGN + SHAPES_ALIGNED + SHAPES_CHUNKED + SHAPES_WIDE_VOCAB
@@ -102,14 +120,14 @@ class FusedLinearCrossEntropySpec(OpSpec):
                 kind = VALUE_KINDS[i % len(VALUE_KINDS)]
                 ignored = ("none", "some")[i % 2] if n > 1 else "none"
                 ii = (IGNORE_INDEX + (v - 1,))[i % 4]
-                cases.append(self.case(n, d, v, dtype, layout, kind, ignored, ii, seed=2000 + i))
+                cases.append(self.flce_case(n, d, v, dtype, layout, kind, ignored, ii, seed=2000 + i))
                 i += 1
             for n, d, v in SHAPES_ALL_IGNORED:
-                cases.append(self.case(n, d, v, dtype, "contiguous", "normal", "all", -100, seed=2000 + i))
+                cases.append(self.flce_case(n, d, v, dtype, "contiguous", "normal", "all", -100, seed=2000 + i))
                 i += 1
-            for n, d, v in SHAPES_MIXED:  # after the others: their ids and seeds stay as they were
-                cases.append(self.case(n, d, v, dtype, layouts.MIXED, VALUE_KINDS[i % len(VALUE_KINDS)], "some" if n > 1
-                                       else "none", (IGNORE_INDEX + (v - 1,))[i % 4], seed=2000 + i))
+            for n, d, v in SHAPES_MIXED:
+                cases.append(self.flce_case(n, d, v, dtype, layouts.MIXED, VALUE_KINDS[i % len(VALUE_KINDS)],
+                                            "some" if n > 1 else "none", (IGNORE_INDEX + (v - 1,))[i % 4], seed=2000 + i))
                 i += 1
         if backend == "cuda":
             # Many programs at once, only affordable on a GPU: 4096 rows make the forward's programs
@@ -117,10 +135,10 @@ class FusedLinearCrossEntropySpec(OpSpec):
             # ascending logits raise the max tile after tile), and make the dW work of many row
             # blocks overlap in time, where a missing atomic or barrier loses updates.
             for n, d, v, dtype, kind in SHAPES_GPU_CONCURRENCY:
-                cases.append(self.case(n, d, v, dtype, "contiguous", kind, "some", -100, seed=2000 + i))
+                cases.append(self.flce_case(n, d, v, dtype, "contiguous", kind, "some", -100, seed=2000 + i))
                 i += 1
             for n, d, v in SHAPES_GPU_WIDE_V:
-                cases.append(self.case(n, d, v, torch.float32, "contiguous", "normal", "some", -100, seed=2000 + i))
+                cases.append(self.flce_case(n, d, v, torch.float32, "contiguous", "normal", "some", -100, seed=2000 + i))
                 i += 1
             # index-width cases: x, then weight, with a row (then column) stride such that an
             # offset computed in int32 passes 2**31 elements, then the target; every row counts (none ignored)
@@ -132,25 +150,9 @@ class FusedLinearCrossEntropySpec(OpSpec):
             for li, layout, k, wide in stretched:
                 n, d, v = SHAPES_INDEX_WIDTH[j % len(SHAPES_INDEX_WIDTH)]
                 dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]
-                cases.append(self.case(n, d, v, dtype, layout, "normal", "none", -100, seed=2900 + j, wide=wide))
+                cases.append(self.flce_case(n, d, v, dtype, layout, "normal", "none", -100, seed=2900 + j, wide=wide))
                 j += 1
         return cases
-
-    def validate_case(self, case: Case) -> None:
-        params = {
-            "N": case_params.whole(1), "D": case_params.whole(1), "V": case_params.whole(1),
-            "dtype": case_params.one_of(strategies.dtype_name(d) for d in strategies.DTYPES),
-            "layout": case_params.one_of(CASE_LAYOUTS + layouts.INDEX_WIDTH_LAYOUTS),
-        }
-        if case.get(layouts.WIDE) is not None or case.get("layout") in layouts.INDEX_WIDTH_LAYOUTS:
-            params[layouts.WIDE] = case_params.one_of(WIDE_INPUTS)
-        params.update({
-            "values": case_params.one_of(VALUE_KINDS), "ignored": case_params.one_of(IGNORED),
-            "ignore_index": case_params.whole(), "seed": case_params.whole(0),
-        })
-        case_params.validate(case, params)
-        n, d, v = int(case["N"]), int(case["D"]), int(case["V"])
-        layouts.check_wide(case, {"x": (n, d), "weight": (v, d), "target": (n,)})
 
     def case_strategy(self, *, backend: str):
         max_n, max_d, max_v, max_nv = LIMITS.get(backend, LIMITS["interpreter"])
@@ -163,14 +165,14 @@ class FusedLinearCrossEntropySpec(OpSpec):
             n = max(1, min(n, max_nv // v))
             ignored = draw(st.sampled_from(IGNORED if n > 1 else ("none", "all")))
             ii = draw(st.sampled_from(IGNORE_INDEX + (v - 1,)))
-            return self.case(
-                n, d, v, draw(strategies.dtypes()), draw(st.sampled_from(CASE_LAYOUTS)), draw(st.sampled_from(VALUE_KINDS)),
-                ignored, ii, draw(strategies.seeds()),
-            )
+            return self.flce_case(n, d, v, draw(strategies.dtypes()), draw(st.sampled_from(self.layouts)),
+                                  draw(st.sampled_from(VALUE_KINDS)), ignored, ii, draw(strategies.seeds()))
 
         return cases()
 
     def make_inputs(self, case: Case, device: str) -> OpInputs:
+        """The declaration's inputs, with x and weight drawn together so that the logits x @ weight.T
+        follow the case's value kind, and rows ignored as ``ignored`` says."""
         n, d, v = int(case["N"]), int(case["D"]), int(case["V"])
         dtype = strategies.dtype_from_name(str(case["dtype"]))
         layout, kind, ii = str(case["layout"]), str(case["values"]), int(case["ignore_index"])
@@ -194,27 +196,8 @@ class FusedLinearCrossEntropySpec(OpSpec):
             layout=layout,
         )
 
-    def oracle(self, inputs: OpInputs) -> dict[str, torch.Tensor]:
-        x, w, target, ii = inputs.args
-        dx, dw = fused_linear_ce_backward(x, w, target, inputs.upstream, ii)
-        loss_terms, dx_terms, dw_terms = fused_linear_ce_magnitudes(x, w, target, inputs.upstream, ii)
-        name = ALL_IGNORED if bool((target == ii).all()) else self.forward_check
-        return {
-            name: fused_linear_ce_reference(x, w, target, ii),
-            f"{name}_magnitude": loss_terms,
-            "dx": dx,
-            "dx_magnitude": dx_terms,
-            "dweight": dw,
-            "dweight_magnitude": dw_terms,
-        }
 
-    def forward_meta(self, inputs: OpInputs) -> Meta:
-        return Meta((), inputs.args[0].dtype)
-
-    def check_name(self, check: str, case: Case) -> str:
-        if check == self.forward_check and case.get("ignored") == "all":
-            return ALL_IGNORED
-        return check
+register_op(FusedLinearCrossEntropyOp)
 
 
 def target_classes(n: int, v: int, ignore_index: int, gen: torch.Generator) -> torch.Tensor:
