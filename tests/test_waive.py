@@ -101,3 +101,19 @@ def test_verify_reports_waived_failures_everywhere_and_exits_0(tmp_path):
     assert "Waived `w_fp32_out`" in summary and "**Stale waiver** `w_stale`" in summary
     html = (out / "index.html").read_text()
     assert "waived: returns fp32 by design" in html and "stale waiver" in html
+
+
+def test_how_a_run_ended_cannot_be_waived():
+    """A crash, hang, interruption, forged event or the judge's own out-of-memory is the harness's
+    finding about the run, not a value the kernel chose: a waiver of one would turn a crash into a
+    PASS, so the Contract refuses it and says what to do instead."""
+    from harness.errors import RegistryError
+    from harness.record.checks import RUN_ENDS, Check
+    from harness.registry.opspec import COMMON_CHECKS
+    from harness.registry.registry import Contract
+
+    assert RUN_ENDS <= set(COMMON_CHECKS) and {"forged_event", "interrupted"} <= set(COMMON_CHECKS)
+    for end in sorted(RUN_ENDS):
+        with pytest.raises(RegistryError, match=f"cannot waive {end}: that is how a case's run ended"):
+            Contract(waive={end: "it happens"})
+    assert Contract(waive={Check.REPEATABLE: "atomics"}).waive == {"repeatable": "atomics"}

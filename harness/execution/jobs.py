@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.settings import current as current_settings
+from harness.record.checks import Check
 from harness.execution.job import Decision, Event, EventKind, Job, JobResult, JobStatus
 from harness.execution.workers import (
     Worker, crash_message, failure_record, forgeries, judged_status, share_key, visible_gpus, worker_env,
@@ -185,7 +186,7 @@ class Pool:
         if code is None:
             run.kill()
             run.read()
-            run.records.append(failure_record(run, "timeout", f"no result after {limit:.0f} s: the worker was killed (hang?)"))
+            run.records.append(failure_record(run, Check.TIMEOUT, f"no result after {limit:.0f} s: the worker was killed (hang?)"))
             return JobStatus.TIMEOUT
         run.read()
         if not run.done and not run.begun and run.index not in self.retried:
@@ -196,7 +197,7 @@ class Pool:
             return None
         if run.done:
             return JobStatus.OK
-        run.records.append(failure_record(run, "crash", crash_message(code, run.log_tail())))
+        run.records.append(failure_record(run, Check.CRASH, crash_message(code, run.log_tail())))
         return JobStatus.CRASHED
 
     # --- the end -------------------------------------------------------------------------
@@ -207,7 +208,7 @@ class Pool:
                 run.read()
                 forgeries(run)
                 if run.current:  # the report names the case that was running
-                    run.records.append(failure_record(run, "interrupted", "the run was interrupted while this case was running"))
+                    run.records.append(failure_record(run, Check.INTERRUPTED, "the run was interrupted while this case was running"))
                 self.results[run.index] = JobResult(run.job, JobStatus.INTERRUPTED, run.records, run.cases_run,
                                                     round(time.monotonic() - run.started, 3), run.log_tail(), run.proc.pid,
                                                     run.gpu, run.current)

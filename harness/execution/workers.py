@@ -28,6 +28,7 @@ from harness.settings import PROJECT_ROOT
 from harness.cases.case import repro_command, Case
 from harness.execution.job import Job, JobStatus
 from harness.record.case_record import CaseRecord, Phase
+from harness.record.checks import Check
 
 
 def visible_gpus() -> list[str]:
@@ -205,14 +206,14 @@ class Worker:
         return "\n".join(text[-lines:])
 
 
-def failure_record(run: Worker, check: str, message: str) -> CaseRecord:
+def failure_record(run: Worker, check: Check, message: str) -> CaseRecord:
     job = run.job
     case_id = run.current or "(between cases)"
     repro = ""
     if run.current:
         repro = repro_command(Case.parse(run.current), kernel=job.kernel, backend=job.backend, plugins=job.plugins)
     return CaseRecord(
-        op=job.op, kernel=job.kernel, check=check, case_id=case_id, shape=[], dtype="", layout="",
+        op=job.op, kernel=job.kernel, check=str(check), case_id=case_id, shape=[], dtype="", layout="",
         passed=False, repro=repro, message=message, phase=Phase.CRASH,
         seconds=round(time.monotonic() - run.started, 3),
     )
@@ -234,7 +235,7 @@ def judged_status(run: Worker) -> JobStatus:
     """The status of a job whose authentic ``done`` arrived: the judge says whether the kernel
     process crashed or hung (its failed record is already among the job's records)."""
     if run.error:  # the kernel process could not start, or could not find the entry
-        run.records.append(failure_record(run, "timeout" if run.ended is JobStatus.TIMEOUT else "crash", run.error))
+        run.records.append(failure_record(run, Check.TIMEOUT if run.ended is JobStatus.TIMEOUT else Check.CRASH, run.error))
     return run.ended or JobStatus.OK
 
 
@@ -242,7 +243,7 @@ def forgeries(run: Worker) -> None:
     """Lines of the event file the judge did not write fail the job (dropped, never read)."""
     if run.forged:
         run.records.append(failure_record(
-            run, "forged_event", f"{len(run.forged)} line(s) of the worker's event file failed authentication (wrong "
+            run, Check.FORGED_EVENT, f"{len(run.forged)} line(s) of the worker's event file failed authentication (wrong "
                                  f"HMAC or out of sequence): written by something other than the judge, such as the "
                                  f"kernel; dropped. First: {run.forged[0]!r}"))
 

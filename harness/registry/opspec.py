@@ -14,10 +14,10 @@ import torch
 
 from harness.compare import tolerances
 from harness.cases.case import Case
+from harness.record.checks import Check
 
-# the checks the runner (harness.run.runner) and the worker pool record for every op
-COMMON_CHECKS = ("inputs_unchanged", "output_meta", "contract", "repeatable", "no_grad", "fresh_inputs", "changed_input",
-                 "out_of_bounds", "crash", "timeout")
+# the checks the runner (harness.run.runner) and the worker pool record for every op (harness.record.checks)
+COMMON_CHECKS = tuple(Check)
 
 
 @dataclasses.dataclass

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from harness.errors import RegistryError
+from harness.record.checks import RUN_ENDS
 from harness.registry import discovery
 
 UPSTREAM = "upstream"  # the name a per-tensor contract field gives the upstream gradient
@@ -115,6 +116,13 @@ class Contract:
             raise RegistryError(
                 f"Contract(waive=...) takes a dict of check name -> reason (non-empty strings), got {self.waive!r}; "
                 "write e.g. waive={'all_ignored': 'returns 0 by design'}"
+            )
+        ends = sorted(set(waive) & RUN_ENDS)
+        if ends:
+            raise RegistryError(
+                f"Contract(waive=...) cannot waive {', '.join(ends)}: that is how a case's run ended (the harness's "
+                "finding, not a value the kernel chose), and waiving it would pass a kernel that crashed or hung; "
+                "fix the kernel, or narrow its Contract so the case is out of contract"
             )
         object.__setattr__(self, "waive", dict(waive))
         object.__setattr__(self, "precision", _precision(self.precision))

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import torch
 
+from harness.record.checks import Check
 from harness.run import backend, compile_clock, interpreter_casts, launches
 from harness.run.oob import find_out_of_bounds
 
@@ -79,11 +80,11 @@ class KernelEnd(enum.StrEnum):
 
 
 class KernelLost(Exception):
-    """The kernel process ended (``check="crash"``) or hung (``check="timeout"``) during a call.
+    """The kernel process ended (``Check.CRASH``) or hung (``Check.TIMEOUT``) during a call.
 
     ``fatal``: the job cannot go on (a hang, or too many kernel processes lost)."""
 
-    def __init__(self, check: str, message: str, *, fatal: bool):
+    def __init__(self, check: Check, message: str, *, fatal: bool):
         super().__init__(message)
         self.check, self.message, self.fatal = check, message, fatal
 

@@ -28,6 +28,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from harness.exits import describe_exit
+from harness.record.checks import Check
 
 from harness.run.kernel_host import KernelEnd, KernelError, KernelLost, NotATensor, Refusal, Reply
 from harness.settings import Settings
@@ -107,7 +108,7 @@ class KernelProcess:
         ready = self._receive("start-up", self.settings.startup_s, fatal=True)
         if ready.get("error"):
             self.kill()
-            raise KernelLost("crash", f"the kernel process could not start: {ready['error']}", fatal=True)
+            raise KernelLost(Check.CRASH, f"the kernel process could not start: {ready['error']}", fatal=True)
         if self.bound is not None:
             self._bind_remote(*self.bound)
 
@@ -147,7 +148,7 @@ class KernelProcess:
     def _bind_remote(self, op: str, name: str) -> dict:
         answer = self._request(("bind", op, name), "start-up", self.settings.startup_s, fatal=True)
         if answer.get("error"):
-            raise KernelLost("crash", answer["error"], fatal=True)
+            raise KernelLost(Check.CRASH, answer["error"], fatal=True)
         self.entry = answer["entry"]
         return self.entry
 
@@ -155,7 +156,7 @@ class KernelProcess:
         if self.proc is not None:
             return
         if self.lost > self.settings.kernel_restarts:
-            raise KernelLost("crash", f"the kernel process was lost {self.lost} times in this job: "
+            raise KernelLost(Check.CRASH, f"the kernel process was lost {self.lost} times in this job: "
                                       "the remaining cases are not run", fatal=True)
         self._start()
 
@@ -173,7 +174,7 @@ class KernelProcess:
         try:
             reply = _reply(answer)
         except Exception as exc:  # not the shape the kernel server sends: the judge will not guess
-            self._lose("crash", f"the kernel process sent a malformed reply during {kind}: {type(exc).__name__}: {exc}",
+            self._lose(Check.CRASH, f"the kernel process sent a malformed reply during {kind}: {type(exc).__name__}: {exc}",
                        fatal=True)
         reply.startup_s = startup
         return reply
@@ -218,18 +219,18 @@ class KernelProcess:
             except (EOFError, OSError):
                 pass  # the process died while (or instead of) answering
             except Exception as exc:  # a reply the judge will not read is a lost process, not a verdict
-                self._lose("crash", f"the kernel process sent an unreadable reply during {what}: {exc}", fatal=True)
+                self._lose(Check.CRASH, f"the kernel process sent an unreadable reply during {what}: {exc}", fatal=True)
         if not ready:
-            self._lose("timeout", f"no reply from the kernel after {limit:.0f} s during {what}: the kernel process "
+            self._lose(Check.TIMEOUT, f"no reply from the kernel after {limit:.0f} s during {what}: the kernel process "
                                   "was killed (hang?)", fatal=True)
         self.proc.join(timeout=5)
         hint = " (the kernel called sys.exit/os._exit?)" if self.proc.exitcode == 0 else ""
-        self._lose("crash", f"the kernel process {describe_exit(self.proc.exitcode)} during {what}{hint}", fatal=fatal)
+        self._lose(Check.CRASH, f"the kernel process {describe_exit(self.proc.exitcode)} during {what}{hint}", fatal=fatal)
 
-    def _lose(self, check: str, message: str, *, fatal: bool):
+    def _lose(self, check: Check, message: str, *, fatal: bool):
         self.kill()
         self.lost += 1
-        self.ended = KernelEnd.TIMEOUT if check == "timeout" else (self.ended or KernelEnd.CRASHED)
+        self.ended = KernelEnd.TIMEOUT if check is Check.TIMEOUT else (self.ended or KernelEnd.CRASHED)
         fatal = fatal or self.lost > self.settings.kernel_restarts
         raise KernelLost(check, message, fatal=fatal)
 

@@ -30,6 +30,7 @@ from harness.cases.case import Case, repro_command
 from harness.compare import nonfinite, tolerances
 from harness.record import waivers
 from harness.record.case_record import CaseRecord, Phase
+from harness.record.checks import Check
 from harness.registry import inplace
 from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
 from harness.registry.registry import KernelEntry
@@ -68,13 +69,13 @@ class CaseRun:
             phase=phase,
         )
 
-    def add(self, check: str, passed: bool, message: str, comparison=None, *,
+    def add(self, check: Check | str, passed: bool, message: str, comparison=None, *,
             rounding_units: float | None = None) -> CaseRecord:
         """One check's record; a waived failure is marked at once (harness.record.waivers), so every
         gate of the case (repeat, the refilled calls) sees the kernel's declared verdict.
         ``rounding_units``: the worst error in roundings of the terms, for a failure made of value
         comparisons only (harness.compare.allclose); it sets the failure's class."""
-        fields = dict(self._common, check=check, passed=bool(passed), message=message,
+        fields = dict(self._common, check=str(check), passed=bool(passed), message=message,
                       rounding_units=None if passed else rounding_units)
         if comparison is not None:
             fields.update(
@@ -133,7 +134,7 @@ class _Phases:
 def _out_of_bounds(run: CaseRun, error: KernelError | None) -> bool:
     """Record an out-of-bounds access (harness.run.oob) as its own failed check."""
     if error is not None and error.oob is not None:
-        run.add("out_of_bounds", False, error.oob)
+        run.add(Check.OUT_OF_BOUNDS, False, error.oob)
         return True
     return False
 
@@ -173,13 +174,13 @@ class _Steps:
     def wrote_inputs(self) -> bool:
         """Whether the kernel changed its inputs, as its contract declares (Contract(inplace=...), or a
         waived inputs_unchanged)."""
-        return bool(self.writes) or any(r.check == "inputs_unchanged" and r.waived for r in self.run.records)
+        return bool(self.writes) or any(r.check == Check.INPUTS_UNCHANGED and r.waived for r in self.run.records)
 
     def own_reference(self) -> bool:
         """Whether the oracle gets inputs of its own: always where the kernel runs in another process;
         in this process (which trusts the kernel) where it declares writes into its inputs."""
         return getattr(self.host, "isolated", False) or bool(self.writes) \
-            or "inputs_unchanged" in self.entry.contract.waive
+            or Check.INPUTS_UNCHANGED in self.entry.contract.waive
 
     def keep_written(self, backward: bool) -> list[str]:
         """Copy the buffers the call just wrote by design; the labels of every buffer written so far."""
@@ -197,7 +198,7 @@ class _Steps:
             return
         upstream = [r for u in upstreams(self.inputs.upstream) for r in contract.tensor_violations((), (), u)]
         if upstream:  # the kernel meets the upstream gradient only in its backward: nothing to reject
-            self.run.add("contract", True, f"out of contract, not run: {'; '.join(upstream)}")
+            self.run.add(Check.CONTRACT, True, f"out of contract, not run: {'; '.join(upstream)}")
             return
         out = self.forward()
         if out is None:
@@ -223,7 +224,7 @@ class _Steps:
         snap = checks.Snapshot(self.named)
         error = self.phases.call(self.host.contract_call, self.inputs.args).error
         if not _out_of_bounds(self.run, error):
-            self.run.add("contract", *checks.contract_rejection(error, reasons, snap,
+            self.run.add(Check.CONTRACT, *checks.contract_rejection(error, reasons, snap,
                                                                        self.entry.contract.self_limits))
 
     def forward(self) -> Any:
@@ -238,7 +239,7 @@ class _Steps:
         if problem is not None:
             self.run.add(self.fwd_name, False, problem)
             return None
-        self.run.add("inputs_unchanged", *checks.inputs_unchanged(self.snap, "forward", self.keep_written(False)))
+        self.run.add(Check.INPUTS_UNCHANGED, *checks.inputs_unchanged(self.snap, "forward", self.keep_written(False)))
         return reply.value
 
     def not_outputs(self, value: Any) -> str | None:
@@ -263,7 +264,7 @@ class _Steps:
         launch, its inputs unchanged, is out of contract for it, recorded with the kernel's words."""
         if not self.entry.contract.self_limits or checks.self_limit_problem(reply, self.snap, True):
             return False
-        rec = self.run.add("contract", True, f"out of contract by the kernel's own limit (Contract(self_limits=True)): "
+        rec = self.run.add(Check.CONTRACT, True, f"out of contract by the kernel's own limit (Contract(self_limits=True)): "
                            f"it raised {reply.error.describe()[:300]} before launching anything, inputs unchanged")
         rec.self_limited = reply.error.describe()[:300]
         return True
@@ -281,7 +282,7 @@ class _Steps:
                 said += (f": the kernel returned an output with no gradient; a forward-only (inference) kernel "
                          f"declares {FORWARD_ONLY}")
             return (), said
-        self.run.add("inputs_unchanged", *checks.inputs_unchanged(self.snap, "backward", self.keep_written(True)))
+        self.run.add(Check.INPUTS_UNCHANGED, *checks.inputs_unchanged(self.snap, "backward", self.keep_written(True)))
         return tuple(reply.value), None
 
     def output_metas(self, out) -> list[tuple[str, Any, Meta]]:
@@ -308,7 +309,7 @@ class _Steps:
             ok, msg = checks.output_meta(name, actual, meta, self.dev)
             meta_ok &= ok
             meta_msgs.append(msg)
-        self.run.add("output_meta", meta_ok, "; ".join(meta_msgs))
+        self.run.add(Check.OUTPUT_META, meta_ok, "; ".join(meta_msgs))
 
     def oracle(self, reference: OpInputs) -> dict:
         """The float64 oracle's values, with their limits where an infinite input makes them NaN
@@ -362,7 +363,7 @@ class _Steps:
         what went wrong, and the worst error in roundings of the terms where every problem is a
         value comparison (None where one is not: a missing output, a wrong shape)."""
         wrong, units = [], []
-        meta_first = meta_first and "output_meta" not in self.entry.contract.waive  # its waiver holds here too
+        meta_first = meta_first and Check.OUTPUT_META not in self.entry.contract.waive  # its waiver holds here too
         for name, actual, meta in metas:
             if meta_first:
                 ok, problem = checks.output_meta(name, actual, meta, self.dev)
@@ -392,15 +393,15 @@ class _Steps:
         reply = self.phases.call(self.host.repeat, self.last.args, grad_wrt, self.last.upstream)
         if reply.error is not None:
             if not _out_of_bounds(self.run, reply.error):
-                self.run.add("repeatable", False, f"second run raised {reply.error.describe()}")
+                self.run.add(Check.REPEATABLE, False, f"second run raised {reply.error.describe()}")
             return
         out2, grads2 = reply.value
         second = [m[1] for m in self.output_metas(out2)] + list(grads2)
         ok, msg = checks.repeatable([m[1] for m in metas], second, [m[0] for m in metas])
         if ok:
-            self.run.add("repeatable", True, msg)
+            self.run.add(Check.REPEATABLE, True, msg)
         elif self.entry.contract.deterministic:
-            self.run.add("repeatable", False, msg + f". If the kernel is nondeterministic by design, declare "
+            self.run.add(Check.REPEATABLE, False, msg + f". If the kernel is nondeterministic by design, declare "
                                                    f"{NONDETERMINISTIC}: its second run is then judged by the oracle")
         else:
             self.second_run_values(metas, second, expected, msg)
@@ -442,7 +443,7 @@ class _Steps:
         reply = self.phases.call(self.host.refill, new.args, grad_wrt, grad_wrt_b, new.upstream, self.last.upstream)
         if reply.error is not None:
             if not _out_of_bounds(self.run, reply.error):
-                self.run.add("fresh_inputs", False, f"{said}: the kernel raised {reply.error.describe()}")
+                self.run.add(Check.FRESH_INPUTS, False, f"{said}: the kernel raised {reply.error.describe()}")
             return
         inference, out_a, grads_a, out_b, grads_b, changed = reply.value
         expected_b = self.oracle(reference)
@@ -452,7 +453,7 @@ class _Steps:
             metas_b = [*metas_b[:self.n_out], (self.spec.grad_checks[only], grads_b[0] if grads_b else None,
                                                 Meta(tuple(arg.shape), arg.dtype))]
         ok, msg, units = self._refilled(self.output_metas(inference), expected_b, f"{said}: B under torch.no_grad")
-        self.run.add("no_grad", ok, msg, rounding_units=units)
+        self.run.add(Check.NO_GRAD, ok, msg, rounding_units=units)
         ok_a, msg_a, units_a = self._refilled(self.metas(out_a, grads_a), expected, "A")
         ok_b, msg_b, units_b = self._refilled(metas_b, expected_b, "B")
         ok, msg = ok_a and ok_b, f"{said}: {msg_a}; {msg_b}"
@@ -460,7 +461,7 @@ class _Steps:
         units = None if not failed_units or None in failed_units else max(failed_units)
         if only is not None and not ok_b and (not grads_b or grads_b[0] is None):
             grad = self.spec.grad_checks[only]
-            self.run.add("fresh_inputs", False, f"{said}: B asked for {grad} alone (no other input requires grad, as "
+            self.run.add(Check.FRESH_INPUTS, False, f"{said}: B asked for {grad} alone (no other input requires grad, as "
                                                 f"with a frozen input or weight) and got no gradient: the backward "
                                                 f"computes {grad} only when another input requires grad ({msg_a})")
             return
@@ -468,7 +469,7 @@ class _Steps:
             ok, units, msg = False, None, (f"{said}: the output the kernel returned for the case's own call changed (the "
                                            f"kernel returns a buffer it writes again on a later call; each output must "
                                            f"be a tensor of its own). {msg}")
-        self.run.add("fresh_inputs", ok, msg if ok else f"{msg} ({STATE_HINT})", rounding_units=units)
+        self.run.add(Check.FRESH_INPUTS, ok, msg if ok else f"{msg} ({STATE_HINT})", rounding_units=units)
         if ok and grad_wrt:
             self.changed_input(new, grad_wrt, expected)
 
@@ -483,16 +484,16 @@ class _Steps:
         reply = self.phases.call(self.host.changed_input, own.args, new.args, grad_wrt, own.upstream)
         if reply.error is not None:
             if not _out_of_bounds(self.run, reply.error):
-                self.run.add("changed_input", False, f"{said}: the kernel raised {reply.error.describe()}")
+                self.run.add(Check.CHANGED_INPUT, False, f"{said}: the kernel raised {reply.error.describe()}")
             return
         if isinstance(reply.value, Refusal):
-            self.run.add("changed_input", True, f"{said}: the backward refused the changed input (the same refusal "
+            self.run.add(Check.CHANGED_INPUT, True, f"{said}: the backward refused the changed input (the same refusal "
                                                 f"follows an in-place write of unchanged values): {reply.value.message}")
             return
         ok, msg, units = self._refilled(self.metas(None, reply.value)[self.n_out:], expected, "the gradients")
         hint = ("the backward read an input after the caller changed it: keep what the backward needs with "
                 "ctx.save_for_backward (torch then refuses a changed input) or keep a copy")
-        self.run.add("changed_input", ok, f"{said}: {msg}" + ("" if ok else f" ({hint})"), rounding_units=units)
+        self.run.add(Check.CHANGED_INPUT, ok, f"{said}: {msg}" + ("" if ok else f" ({hint})"), rounding_units=units)
 
     def _refilled(self, metas, expected: dict, said: str) -> tuple[bool, str, float | None]:
         found = self.compare_all(metas, expected, said)
@@ -505,11 +506,11 @@ class _Steps:
         found = self.compare_all([(name, actual, meta) for (name, _, meta), actual in zip(metas, second)], expected,
                                  "the second run", meta_first=False)
         if found.wrong:
-            self.run.add("repeatable", False, f"the second run is wrong (two runs may differ bitwise under "
+            self.run.add(Check.REPEATABLE, False, f"the second run is wrong (two runs may differ bitwise under "
                                               f"{NONDETERMINISTIC}, but each must match the oracle): " + "; ".join(found.wrong),
                          rounding_units=found.units)
         else:
-            self.run.add("repeatable", True, f"{differ} (allowed by {NONDETERMINISTIC}; the second run's values are "
+            self.run.add(Check.REPEATABLE, True, f"{differ} (allowed by {NONDETERMINISTIC}; the second run's values are "
                                              "within tolerance)")
 
 

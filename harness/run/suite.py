@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, Phase as HypothesisPhase, given, seed as hyp
 from harness.cases.case import Case, repro_command
 from harness.registry.opspec import OpSpec
 from harness.record import waivers
+from harness.record.checks import Check
 from harness.record.case_record import CaseRecord, Phase
 from harness.registry.registry import KernelEntry
 from harness.run import gpu_slot
@@ -63,7 +64,7 @@ def out_of_memory_record(entry: KernelEntry, case: Case, backend: str, phase: Ph
     why = ("the judge ran out of GPU memory building this case's inputs or its oracle, twice: other processes "
            "held the device. Not the kernel's doing; the case was not run. Run it again with the GPU to itself")
     return CaseRecord(
-        op=entry.op, kernel=entry.name, check="out_of_memory", case_id=case.id, shape=[],
+        op=entry.op, kernel=entry.name, check=str(Check.OUT_OF_MEMORY), case_id=case.id, shape=[],
         dtype=str(case.get("dtype", "")), layout=str(case.get("layout", "")), passed=True, message=why,
         repro=repro_command(case, kernel=entry.name, backend=backend,
                             plugins=(entry.plugin,) if entry.plugin else ()),
