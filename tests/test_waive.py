@@ -108,7 +108,7 @@ def test_how_a_run_ended_cannot_be_waived():
     finding about the run, not a value the kernel chose: a waiver of one would turn a crash into a
     PASS, so the Contract refuses it and says what to do instead."""
     from harness.errors import RegistryError
-    from harness.record.checks import RUN_ENDS, Check
+    from harness.vocabulary import RUN_ENDS, Check
     from harness.registry.opspec import COMMON_CHECKS
     from harness.registry.registry import Contract
 
@@ -117,3 +117,21 @@ def test_how_a_run_ended_cannot_be_waived():
         with pytest.raises(RegistryError, match=f"cannot waive {end}: that is how a case's run ended"):
             Contract(waive={end: "it happens"})
     assert Contract(waive={Check.REPEATABLE: "atomics"}).waive == {"repeatable": "atomics"}
+
+
+def test_the_vocabulary_is_one_module_and_the_pool_maps_kernel_ends_explicitly():
+    """Each closed set of names is defined once (harness.vocabulary) and the modules that use it
+    import that very class; a kernel process's end becomes a job's end through JOB_END, every
+    KernelEnd mapped, not by matching string values."""
+    from harness import vocabulary as v
+    from harness.execution import job
+    from harness.mutation import outcome
+    from harness.record import case_record
+    from harness.registry import registry
+    from harness.run import kernel_host
+
+    assert (job.JobStatus, job.EventKind, job.Decision) == (v.JobStatus, v.EventKind, v.Decision)
+    assert (kernel_host.KernelEnd, case_record.Phase, registry.Origin, outcome.Status) == (
+        v.KernelEnd, v.Phase, v.Origin, v.Status)
+    assert set(v.JOB_END) == set(v.KernelEnd) and all(v.JOB_END[k] is v.JobStatus(k.value) for k in v.KernelEnd)
+    assert {e.value for e in v.WireEvent} == {"begin", "start", "record", "case_done", "done", "retire"}

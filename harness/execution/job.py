@@ -7,10 +7,10 @@ the pool's caller says about a queued job when its turn comes.
 from __future__ import annotations
 
 import dataclasses
-import enum
 
 from harness.settings import DEFAULTS
 from harness.record.case_record import CaseRecord
+from harness.vocabulary import Decision, EventKind, JobStatus  # noqa: F401  (the pool's names, also imported from here)
 
 
 @dataclasses.dataclass
@@ -41,30 +41,6 @@ class Job:
     def label(self) -> str:
         part = f" [{self.shard + 1}/{self.shards}]" if self.shards > 1 else ""
         return f"{self.op}/{self.kernel}{part}"
-
-
-class JobStatus(enum.StrEnum):
-    """How a job ended. Reports hold the value (``"ok"``, ...)."""
-
-    OK = "ok"
-    CRASHED = "crashed"  # its worker or kernel process died
-    TIMEOUT = "timeout"  # its worker or kernel process hung
-    INTERRUPTED = "interrupted"  # the run was stopped before the job ended
-    SKIPPED = "skipped"  # not run (the caller's ``decide`` said SKIP)
-
-
-class EventKind(enum.StrEnum):
-    CASE = "case"  # a case of the job finished
-    DONE = "done"  # the job finished
-    SKIPPED = "skipped"  # the job was not run (the caller's ``decide`` said SKIP)
-
-
-class Decision(enum.StrEnum):
-    """What the pool does with a queued job when its turn comes (the caller's ``decide``)."""
-
-    RUN = "run"
-    SKIP = "skip"  # not run: it comes back with status ``skipped``
-    WAIT = "wait"  # not decided yet: it stays queued while the jobs behind it go ahead
 
 
 @dataclasses.dataclass

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.settings import current as current_settings
-from harness.record.checks import Check
+from harness.vocabulary import Check
 from harness.execution.job import Decision, Event, EventKind, Job, JobResult, JobStatus
 from harness.execution.workers import (
     Worker, crash_message, failure_record, forgeries, judged_status, share_key, visible_gpus, worker_env,

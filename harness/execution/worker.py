@@ -31,6 +31,7 @@ import signal
 import sys
 
 from harness.orphans import die_with_parent
+from harness.vocabulary import WireEvent
 
 
 class _Out:
@@ -40,7 +41,7 @@ class _Out:
         self.file = open(path, "a", buffering=1)
         self.secret, self.seq = secret, 0
 
-    def emit(self, event: str, **data) -> None:
+    def emit(self, event: WireEvent, **data) -> None:
         body = json.dumps({"event": event, "seq": self.seq, **data})
         self.seq += 1
         mac = hmac.new(self.secret, body.encode(), hashlib.sha256).hexdigest()
@@ -109,12 +110,12 @@ def run_job(job: dict, index: int, out: _Out, be, process) -> None:
     entry = _entry(job["op"], job["kernel"], process.bind(job["op"], job["kernel"]), process)
 
     def on_start(case):
-        out.emit("start", job=index, case_id=case.id)
+        out.emit(WireEvent.START, job=index, case_id=case.id)
 
     def progress(run):
         for r in run.records:
-            out.emit("record", job=index, record=r.to_dict())
-        out.emit("case_done", job=index, case_id=run.case.id, passed=run.passed)
+            out.emit(WireEvent.RECORD, job=index, record=r.to_dict())
+        out.emit(WireEvent.CASE_DONE, job=index, case_id=run.case.id, passed=run.passed)
 
     run_suite(
         spec,
@@ -177,7 +178,7 @@ def _one_job(job: dict, index: int, out: _Out, be, process) -> str | None:
     problem = health(be) or _kernel_health(process)
     if process.ended and not problem:
         problem = f"the kernel process {'hung' if process.ended is KernelEnd.TIMEOUT else 'was lost'} during the job"
-    out.emit("done", job=index, retire=problem, ended=process.ended or (KernelEnd.CRASHED if error else None), error=error,
+    out.emit(WireEvent.DONE, job=index, retire=problem, ended=process.ended or (KernelEnd.CRASHED if error else None), error=error,
              incompetent=process.incompetent)
     return problem
 
@@ -206,14 +207,14 @@ def serve() -> int:
                 continue
             message = json.loads(line)
             index, job = message["index"], message["job"]
-            out.emit("begin", job=index)  # the parent knows the job reached a live worker
+            out.emit(WireEvent.BEGIN, job=index)  # the parent knows the job reached a live worker
             key = (tuple(job["plugins"]), tuple(job.get("extra_modules", ())), tuple(job.get("library", ())),
                    job.get("carrier", "*"))
             if be is None:
                 be, process = _set_up(key, job)
                 loaded = key
             elif key != loaded:  # the pool never does this; refuse rather than mix registries
-                out.emit("retire", job=index, reason="a job with other plugins or modules")
+                out.emit(WireEvent.RETIRE, job=index, reason="a job with other plugins or modules")
                 return 3
             if _one_job(job, index, out, be, process):
                 return 0

@@ -28,7 +28,7 @@ from harness.settings import PROJECT_ROOT
 from harness.cases.case import repro_command, Case
 from harness.execution.job import Job, JobStatus
 from harness.record.case_record import CaseRecord, Phase
-from harness.record.checks import Check
+from harness.vocabulary import JOB_END, Check, KernelEnd, WireEvent
 
 
 def visible_gpus() -> list[str]:
@@ -150,23 +150,24 @@ class Worker:
             event = self._authentic(line)
             if event is None:
                 continue
-            if event["event"] == "retire" or (event["event"] == "done" and event.get("retire")):
+            kind = WireEvent(event["event"])
+            if kind is WireEvent.RETIRE or (kind is WireEvent.DONE and event.get("retire")):
                 self.retired = True
             if event.get("job") != self.index or self.job is None:
                 continue
-            if event["event"] == "begin":
+            if kind is WireEvent.BEGIN:
                 self.begun = True
-            elif event["event"] == "start":
+            elif kind is WireEvent.START:
                 self.current = event["case_id"]
-            elif event["event"] == "record":
+            elif kind is WireEvent.RECORD:
                 self.records.append(CaseRecord.from_dict(event["record"]))
-            elif event["event"] == "case_done":
+            elif kind is WireEvent.CASE_DONE:
                 self.cases_run += 1
                 self.current = None
-            elif event["event"] == "done":
+            elif kind is WireEvent.DONE:
                 self.done = True
                 ended = event.get("ended")
-                self.ended, self.error = JobStatus(ended) if ended else None, event.get("error")
+                self.ended, self.error = JOB_END[KernelEnd(ended)] if ended else None, event.get("error")
                 self.incompetent = event.get("incompetent")
         return bool(complete)
 

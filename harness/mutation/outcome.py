@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import enum
 
 from harness.registry.registry import Origin, KernelEntry
+from harness.vocabulary import Status
 
 SANITY_PREFIX = "sanity.forced_failure."  # the forced failures of the sanity step (never scored)
 
@@ -15,19 +15,6 @@ def ident(entry) -> str:
     mutant such as ``cat.row_offset_int32`` exists for every op, a shared jit helper's generated
     mutants for each op that calls it), and each is a mutant of its own with its own outcome."""
     return f"{entry.op}/{entry.name}"
-
-
-class Status(str, enum.Enum):
-    KILLED = "killed"
-    SURVIVED = "survived"
-    TIMEOUT = "timeout"
-    CRASHED = "crashed"
-    INCOMPETENT = "incompetent"
-    EQUIVALENT = "equivalent"
-
-    @property
-    def detected(self) -> bool:
-        return self in (Status.KILLED, Status.TIMEOUT, Status.CRASHED)
 
 
 @dataclasses.dataclass

@@ -6,20 +6,9 @@ Reports and tests read these records and nothing else.
 from __future__ import annotations
 
 import dataclasses
-import enum
 from typing import Any
 
-
-class Phase(enum.StrEnum):
-    """Where a case came from: the op's floor, hypothesis (a generated case, or a shrinking step
-    of a failure), an explicit ``--case``; ``crash``: a record the worker pool writes for a job
-    whose worker died, hung or was interrupted."""
-
-    FLOOR = "floor"
-    GENERATED = "generated"
-    SHRUNK = "shrunk"
-    EXPLICIT = "explicit"
-    CRASH = "crash"
+from harness.vocabulary import Phase
 
 
 @dataclasses.dataclass

@@ -14,9 +14,9 @@ import torch
 
 from harness.compare import tolerances
 from harness.cases.case import Case
-from harness.record.checks import Check
+from harness.vocabulary import Check
 
-# the checks the runner (harness.run.runner) and the worker pool record for every op (harness.record.checks)
+# the checks the runner (harness.run.runner) and the worker pool record for every op (harness.vocabulary)
 COMMON_CHECKS = tuple(Check)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import enum
 import fnmatch
 import inspect
 from typing import Any, Callable, Iterable, Sequence
@@ -19,7 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from harness.errors import RegistryError
-from harness.record.checks import RUN_ENDS
+from harness.vocabulary import RUN_ENDS, Origin
 from harness.registry import discovery
 
 UPSTREAM = "upstream"  # the name a per-tensor contract field gives the upstream gradient
@@ -259,20 +258,6 @@ def _precision(value) -> str | tuple[str, float]:
 
 def _rule_name(rule: Callable[..., Any]) -> str:
     return getattr(rule, "__qualname__", None) or getattr(rule, "__name__", None) or type(rule).__name__
-
-
-class Origin(enum.StrEnum):
-    """Where a registered entry comes from. Reports hold the value; a StrEnum, so it equals its
-    string too."""
-
-    PROJECT = "project"  # a kernel of the project's kernels/ package
-    PLUGIN = "plugin"  # a kernel or mutant that a --plugin file registers
-    CATALOG = "catalog"  # a hand-written mutant of a project kernel (harness.mutation.mutagen.register_catalog)
-    GENERATED = "generated"  # a mutant generated from a kernel's source (harness.mutation.mutagen)
-    LIBRARY = "library"  # a mutant of a library module's kernel (mutate --mutate-module)
-    SANITY = "sanity"  # a forced failure that proves the campaign's sanity rule; never scored
-    BASELINE = "baseline"  # a kernel of another revision, paired by verify --baseline
-    TEST = "test"  # registered by harness.testing (a kernel's own pytest suite)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,13 +19,12 @@ compiling (harness.run.compile_clock), measured where the kernel ran.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import time
 from typing import Any, Callable
 
 import torch
 
-from harness.record.checks import Check
+from harness.vocabulary import Check, KernelEnd
 from harness.run import backend, compile_clock, interpreter_casts, launches
 from harness.run.oob import find_out_of_bounds
 
@@ -70,13 +69,6 @@ class Reply:
     compile_s: float = 0.0
     startup_s: float = 0.0  # starting a fresh kernel process first (start-up, not the case's time)
     launches: int = 0  # Triton kernels the call launched (harness.run.launches)
-
-
-class KernelEnd(enum.StrEnum):
-    """How a job's kernel process ended when it did not simply finish: it died or it hung."""
-
-    CRASHED = "crashed"
-    TIMEOUT = "timeout"
 
 
 class KernelLost(Exception):

@@ -28,7 +28,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from harness.exits import describe_exit
-from harness.record.checks import Check
+from harness.vocabulary import Check
 
 from harness.run.kernel_host import KernelEnd, KernelError, KernelLost, NotATensor, Refusal, Reply
 from harness.settings import Settings
