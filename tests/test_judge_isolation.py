@@ -85,6 +85,8 @@ def test_a_forged_done_event_is_dropped_and_fails_the_job(tmp_path):  # bug clas
     scratch.mkdir()
     env = {"TMPDIR": str(scratch), "FORGE_SEARCH_DIR": str(scratch), "FORGE_MARKER": str(marker)}
     proc, data, _ = verify(tmp_path, "forges_done_event.py", "forges_done_event", env=env)
+    ran = [f"{r['check']}: {r['message'][:200]}" for r in data.get("cases", []) if not r["passed"]][:5]
+    assert marker.exists(), f"the kernel never ran (exit {proc.returncode}): {ran}\n{proc.stderr[-1500:]}"
     assert int(marker.read_text()) >= 1  # the kernel did find the event file and append to it
     assert proc.returncode == 1
     assert failures(data, "forged_event") and failures(data, "crash")
