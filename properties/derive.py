@@ -73,6 +73,8 @@ class DeclaredOp(OpSpec):
     def __init__(self, decl: OpDecl, declared_at: str = "") -> None:
         self.decl = decl
         self.declared_at = declared_at
+        # read once, not on every oracle call: whether the declared terms take the dtype's smallest normal
+        self.terms_take_tiny = decl.terms is not None and "tiny" in inspect.signature(decl.terms).parameters
         self.name = decl.name
         self.signature = decl.signature
         self.forward_check = decl.forward_check
@@ -541,7 +543,7 @@ class DeclaredOp(OpSpec):
 
     def terms_floor(self, dtype: torch.dtype) -> dict[str, float]:
         """``tiny=`` for a declared ``terms`` that takes it (OpDecl): the smallest normal of the case's dtype."""
-        if "tiny" not in inspect.signature(self.decl.terms).parameters:
+        if not self.terms_take_tiny:
             return {}
         return {"tiny": float(torch.finfo(dtype).smallest_normal)}
 
