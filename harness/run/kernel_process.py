@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pickle
 import sys
 import types
@@ -55,6 +56,34 @@ class _Unpickler(pickle.Unpickler):
         if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
             return getattr(torch, name)
         raise pickle.UnpicklingError(f"the kernel process sent a forbidden object: {module}.{name}")
+
+
+_SUN_PATH_MAX = 107  # Linux's sockaddr_un.sun_path less its final NUL
+_LISTENER_TAIL = len("/pymp-12345678/listener-12345678")  # what multiprocessing adds to the temp dir
+
+
+def fit_socket_dir() -> None:
+    """Make sure this process can hand tensors to another one.
+
+    torch.multiprocessing passes a CPU tensor's shared memory as a file descriptor, through a
+    Unix socket that multiprocessing creates in its temp dir (under $TMPDIR). A socket's path
+    holds at most 107 bytes: under a longer $TMPDIR every send fails with "AF_UNIX path too
+    long", and a kernel that never received its inputs would look hung. Then multiprocessing's
+    temp dir goes under the first writable short system directory instead (what Python 3.13
+    does by itself). Called in the judge and in the kernel process before any tensor travels."""
+    import shutil
+    import tempfile
+    from multiprocessing import process, util
+
+    config = process.current_process()._config  # where multiprocessing.util.get_temp_dir keeps it
+    if config.get("tempdir") is not None or len(tempfile.gettempdir()) + _LISTENER_TAIL <= _SUN_PATH_MAX:
+        return
+    for base in ("/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            tempdir = tempfile.mkdtemp(prefix="pymp-", dir=base)
+            util.Finalize(None, shutil.rmtree, args=(tempdir,), kwargs={"ignore_errors": True}, exitpriority=-100)
+            config["tempdir"] = tempdir
+            return
 
 
 @contextlib.contextmanager
@@ -97,6 +126,7 @@ class KernelProcess:
 
         from harness.run import kernel_server
 
+        fit_socket_dir()
         ctx = mp.get_context("spawn")
         mine, theirs = ctx.Pipe()
         self.proc = ctx.Process(target=kernel_server.serve, args=(theirs, self.plugins, self.extra_modules, self.library),
@@ -207,8 +237,12 @@ class KernelProcess:
     def _request(self, message: tuple, what: str, limit: float, *, fatal: bool = False) -> dict:
         try:
             self.conn.send(message)
-        except OSError:
-            pass  # the process is gone: _receive says how it ended
+        except OSError as exc:
+            if self.proc.is_alive():  # the request never left the judge: no kernel to blame for the silence
+                self._lose(Check.CRASH, f"the judge could not hand the {what} request to the kernel process: "
+                                        f"{type(exc).__name__}: {exc} (a limit of this machine, not the kernel's doing)",
+                           fatal=True)
+            # else the process is gone: _receive says how it ended
         return self._receive(what, limit, fatal=fatal)
 
     def _receive(self, what: str, limit: float, *, fatal: bool = False) -> dict:
