@@ -23,7 +23,9 @@ From the declared inputs the engine derives, identically for every declared op:
   declaration's explicit backward), and per element the spread of both under the input
   dtype's rounding of the inputs and the upstream gradient (harness.compare.rounding; of
   x - row max for the inputs the op declares ``shift_by_max``), which the tolerance allows;
-- case ids ``op:M=..,N=..,dtype=..,layout=..,[wide=..,]values=..,<scalars>,[ignored=..,]seed=..``.
+- case ids ``op:M=..,N=..,dtype=..,layout=..,[wide=..,]values=..,<scalars>,[ignored=..,]seed=..``; a
+  floor case's seed is a hash of its other parameters (harness.cases.case.content_seed), so it
+  keeps its seed and id wherever it sits in the floor; a generated case's seed is drawn.
 A dim the declaration derives (``OpDecl.derived``: D = 2 R, a table of S + 40 rows) is computed
 from the drawn ones wherever a case is made, and never drawn itself.
 Any method can be overridden in a subclass (``class MyOp(DeclaredOp)``) like any OpSpec's.
@@ -38,7 +40,7 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from harness.cases.case import Case
+from harness.cases.case import Case, content_seed
 from harness.compare import rounding
 from harness.compare.tolerances import Tolerance
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
@@ -59,12 +61,10 @@ FLOOR_SIZES = (1, 2, 17, 31, 63, 64, 65, 127, 255, 256, 257, 1023, 1025, 4093, 4
 # multi-block kernel past 65536 columns), and a path no case reaches is never verified
 FLOOR_SIZES_GPU = (16385, 32769, 65537)
 COMPANION = 7  # the other dims of a floor shape: small, prime, more than one row
-SEED_BASE = 3000
 # the CUDA floor's index-width cases (properties.layouts): small shapes, one input stretched
 INDEX_WIDTH_DTYPES = (torch.bfloat16, torch.float32)
 INDEX_WIDTH_ROWS = (3, 4, 5)  # the dims that count rows
 INDEX_WIDTH_INNER = (7, 17, 33)  # the row length
-INDEX_WIDTH_SEED = 3900
 
 
 class DeclaredOp(OpSpec):
@@ -135,8 +135,10 @@ class DeclaredOp(OpSpec):
         return sizes
 
     def case(self, sizes: dict[str, int], dtype: torch.dtype, layout: str, kind: str,
-             scalars: dict[str, Any], ignored: str | None, seed: int, wide: str | None = None,
+             scalars: dict[str, Any], ignored: str | None, seed: int | None = None, wide: str | None = None,
              lead: tuple[int, ...] | None = None) -> Case:
+        """One case of this op; ``seed`` None (a floor case): the seed from the other parameters
+        (harness.cases.case.content_seed), a generated case's is drawn."""
         params: dict[str, Any] = dict(sizes)
         if lead is not None:
             params[leading.LEAD] = leading.text(lead)
@@ -156,7 +158,7 @@ class DeclaredOp(OpSpec):
                 spec = next(s for s in self.scalars if s.name == key)
                 params[key] = next((v for v in spec.values if not 0 <= v < high), -100)
             params["ignored"] = ignored
-        params["seed"] = seed
+        params["seed"] = content_seed(self.name, params.items()) if seed is None else seed
         return Case.of(self.name, **params)
 
     def floor_shapes(self, backend: str, dims: tuple[str, ...] | None = None,
@@ -197,18 +199,18 @@ class DeclaredOp(OpSpec):
                 # row on purpose, so a shape that only ever had "some" would never show a bug in
                 # its last rows (a row loop that stops a block early, at N = 257)
                 ignored = ("none", "some")[(j + d) % 2]
-                cases.append(self.case(shape, dtype, layout, kinds[k], scalars, ignored, SEED_BASE + i))
+                cases.append(self.case(shape, dtype, layout, kinds[k], scalars, ignored))
                 i += 1
             if self.ignorable is not None:  # every row ignored: torch's mean is NaN there
                 for shape in shapes[:2]:
                     scalars = {s.name: s.values[0] for s in self.scalars}
-                    cases.append(self.case(shape, dtype, "contiguous", kinds[0], scalars, "all", SEED_BASE + i))
+                    cases.append(self.case(shape, dtype, "contiguous", kinds[0], scalars, "all"))
                     i += 1
-        cases += self.plain_cases(shapes, kinds, cases, SEED_BASE + i)
+        cases += self.plain_cases(shapes, kinds, cases)
         if backend == "cuda":
-            cases += self.widest_row_cases(shapes, kinds, cases, SEED_BASE + 2 * i)
+            cases += self.widest_row_cases(shapes, kinds, cases)
             cases += self.index_width_cases()
-        return cases + self.leading_cases(backend)
+        return unique(cases + self.leading_cases(backend))
 
     def leading_cases(self, backend: str) -> list[Case]:
         """x[*lead, N] (properties.leading) for an op declaring ``leading``, after every other floor case."""
@@ -224,12 +226,10 @@ class DeclaredOp(OpSpec):
                                    for d in self.free_dims})
             scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
             ignored = "some" if self.ignorable is not None else None
-            out.append(self.case(sizes, dtype, layout, kinds[j % len(kinds)], scalars, ignored, leading.SEED + j,
-                                 lead=lead))
+            out.append(self.case(sizes, dtype, layout, kinds[j % len(kinds)], scalars, ignored, lead=lead))
         return out
 
-    def widest_row_cases(self, shapes: list[dict[str, int]], kinds: tuple[str, ...], have: list[Case],
-                         seed: int) -> list[Case]:
+    def widest_row_cases(self, shapes: list[dict[str, int]], kinds: tuple[str, ...], have: list[Case]) -> list[Case]:
         """On a GPU, the widest rows (the largest floor size of each row-length dim, where
         libraries take their multi-block paths) in every value kind, contiguous fp32: a hazard
         that only a kind brings (a first block of only -inf, a peak in a later block) must meet
@@ -244,11 +244,10 @@ class DeclaredOp(OpSpec):
             for j, kind in enumerate(k for k in kinds if k not in present):
                 scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
                 ignored = "some" if self.ignorable is not None else None
-                out.append(self.case(widest, torch.float32, "contiguous", kind, scalars, ignored, seed + len(out)))
+                out.append(self.case(widest, torch.float32, "contiguous", kind, scalars, ignored))
         return out
 
-    def plain_cases(self, shapes: list[dict[str, int]], kinds: tuple[str, ...], have: list[Case],
-                    seed: int) -> list[Case]:
+    def plain_cases(self, shapes: list[dict[str, int]], kinds: tuple[str, ...], have: list[Case]) -> list[Case]:
         """Each floor shape also as the plain case, contiguous fp32 (rows ignored where the op has
         an ignorable index), where the rotation above gave it none: every kernel takes that case,
         and many wrappers (or a carrier narrowed to what a library passes) take nothing else, so
@@ -261,7 +260,7 @@ class DeclaredOp(OpSpec):
         out = []
         for j, shape in enumerate(shapes):
             scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
-            case = self.case(shape, torch.float32, "contiguous", kinds[j % len(kinds)], scalars, ignored, seed + j)
+            case = self.case(shape, torch.float32, "contiguous", kinds[j % len(kinds)], scalars, ignored)
             if plain(case) not in present:
                 out.append(case)
         return out
@@ -288,7 +287,7 @@ class DeclaredOp(OpSpec):
             dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]  # each input meets both
             # no row ignored: the stretched rows' offsets past 2**31 are the last ones, which
             # "some" always ignores (a loss and gradient that never read them)
-            cases.append(self.case(sizes, dtype, layout, kind, scalars, "none", INDEX_WIDTH_SEED + j, wide=name))
+            cases.append(self.case(sizes, dtype, layout, kind, scalars, "none", wide=name))
             j += 1
         return cases
 
@@ -608,6 +607,12 @@ class DeclaredOp(OpSpec):
     def output_dims(self, sizes: dict[str, int]) -> list[tuple[str | None, int]]:
         """The output's axes: (the dim it is, None for a fixed one; its size)."""
         return [(d, sizes[d]) for d in self.decl.output]
+
+
+def unique(cases: list[Case]) -> list[Case]:
+    """The floor without repeats, in order: two floor cases of the same parameters have the same
+    seed (content_seed), so they are one case."""
+    return list(dict.fromkeys(cases))
 
 
 def classes(shape: tuple[int, ...], high: int, ignore: int | None, ignored: str, gen: torch.Generator) -> torch.Tensor:

@@ -31,7 +31,6 @@ LEAD_TRANSPOSED = "lead_transposed"
 LAYOUTS = (SEQ_SLICED, LEAD_TRANSPOSED)
 MAX_LEADING = 4
 SEQ_PAD = 5  # the longer sequence a seq_sliced view is cut from: S + SEQ_PAD
-SEED = 3700
 # (leading shape, row length, layout, dtype); mixed and mixed_alt only where the op has that layout
 CASES = (
     ((3, 17), 65, "contiguous", torch.float32),

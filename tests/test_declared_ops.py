@@ -427,7 +427,7 @@ def test_the_widest_rows_meet_every_value_kind_on_a_gpu(op):
         widest = max(int(c[dim]) for c in cuda if c.get(layouts.WIDE) is None)
         kinds = {c["values"] for c in cuda if int(c[dim]) == widest and c.get(layouts.WIDE) is None}
         assert kinds == set(s.decl.value_kinds), (dim, widest, kinds)
-    assert not s.widest_row_cases([], s.decl.value_kinds, [], 0)  # no shape: nothing to add
+    assert not s.widest_row_cases([], s.decl.value_kinds, [])  # no shape: nothing to add
     assert all(int(c[d]) <= derive.MAX_INNER["interpreter"] for c in s.floor_cases(backend="interpreter") for d in s.inner)
 
 

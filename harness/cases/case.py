@@ -8,6 +8,7 @@ It is the pytest id, the report key and the ``--case`` argument that re-runs the
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import shlex
 from typing import Any
@@ -62,6 +63,15 @@ class Case:
                 raise UsageError(f"case id {text!r}: parameter {part!r} must look like key=value")
             params.append((key, _parse_scalar(value)))
         return cls(op, tuple(params))
+
+
+def content_seed(op: str, params) -> int:
+    """The seed of a floor case, from its other parameters (``params``: (name, value) pairs; a
+    ``seed`` among them is ignored): a stable hash (sha1, not Python's salted hash()), so adding,
+    removing or moving a floor case changes no other case's seed or id, and with them the kill
+    cache's hints and the store's keys stay put."""
+    text = f"{op}:" + ",".join(f"{k}={_fmt(v)}" for k, v in params if k != "seed")
+    return int(hashlib.sha1(text.encode()).hexdigest()[:8], 16) % 1_000_000
 
 
 def _fmt(v: Scalar) -> str:

@@ -53,7 +53,7 @@ from harness.registry.opspec import OpInputs
 from harness.registry.registry import register_op
 from oracles.attention import attention_backward_magnitudes, attention_forward_magnitudes, attention_reference
 from properties import layouts, strategies, values
-from properties.derive import DeclaredOp
+from properties.derive import DeclaredOp, unique
 
 KINDS = ("normal", "large_logits", "negative_logits", "ties")
 LARGE_SCORE = 60.0  # the scores' standard deviation under large_logits
@@ -90,7 +90,6 @@ FLOOR_SHAPES_GPU = (
 DIMS = ("B", "Hq", "Hkv", "S", "T", "D")
 HEAD_DIMS = {"interpreter": (16, 32, 40, 64), "cuda": (16, 32, 40, 64, 128)}
 MAX_LENGTH = {"interpreter": 80, "cuda": 2048}  # S and T of generated cases
-SEED_BASE = 3000
 INDEX_WIDTH_SIZES = dict(B=3, Hq=4, Hkv=2, S=5, T=7, D=16)
 
 
@@ -121,7 +120,7 @@ class AttentionOp(DeclaredOp):
         self.layouts = LAYOUTS
 
     def sized_case(self, shape: tuple[int, ...], dtype, layout: str, kind: str, causal: bool, scale: float,
-                   seed: int, wide: str | None = None) -> Case:
+                   seed: int | None = None, wide: str | None = None) -> Case:
         return self.case(dict(zip(DIMS, shape)), dtype, layout, kind, {"causal": causal, "scale": scale}, None, seed,
                          wide=wide)
 
@@ -134,16 +133,16 @@ class AttentionOp(DeclaredOp):
                 layout = LAYOUTS[(rnd + k) % len(LAYOUTS)]
                 causal = (j + d) % 2 == 0  # each shape causal and not over its dtypes
                 scale = SCALES[(i // len(LAYOUTS)) % len(SCALES)]
-                cases.append(self.sized_case(shape, dtype, layout, KINDS[k], causal, scale, SEED_BASE + i))
+                cases.append(self.sized_case(shape, dtype, layout, KINDS[k], causal, scale))
                 i += 1
         have = {(tuple(int(c[n]) for n in DIMS), c["layout"], c["dtype"], c["causal"]) for c in cases}
         for j, shape in enumerate(shapes + PLAIN_ONLY_SHAPES):  # the plain case: contiguous fp32, causal
             if (shape, "contiguous", "float32", "true") not in have:
                 cases.append(self.sized_case(shape, torch.float32, "contiguous", KINDS[j % len(KINDS)], True,
-                                             SCALES[j % len(SCALES)], SEED_BASE + i + j))
+                                             SCALES[j % len(SCALES)]))
         if backend == "cuda":
             cases += self.index_width_cases()
-        return cases
+        return unique(cases)
 
     def index_width_cases(self) -> list[Case]:
         """Each input (q, k, v, the upstream gradient) stretched in turn by each index-width layout."""
@@ -153,7 +152,7 @@ class AttentionOp(DeclaredOp):
             for k, (name, _) in enumerate(self.wide_inputs):
                 dtype = (torch.bfloat16, torch.float32)[(k + li) % 2]
                 cases.append(self.sized_case(shape, dtype, layout, "normal", (k + li) % 2 == 0, SCALES[k % 2],
-                                             3900 + len(cases), wide=name))
+                                             wide=name))
         return cases
 
     def case_strategy(self, *, backend: str):

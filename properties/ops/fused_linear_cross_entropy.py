@@ -38,7 +38,7 @@ from harness.registry.opspec import OpInputs
 from harness.registry.registry import register_op
 from oracles.fused_linear_ce import fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference
 from properties import layouts, strategies, values
-from properties.derive import DeclaredOp
+from properties.derive import DeclaredOp, unique
 
 VALUE_KINDS = ("normal", "large", "confident", "tiny", "mixed_scale", "ascending")
 IGNORED = ("none", "some", "all")
@@ -106,7 +106,7 @@ class FusedLinearCrossEntropyOp(DeclaredOp):
         super().__init__(DECL, declared_at=__file__)
 
     def flce_case(self, n: int, d: int, v: int, dtype, layout: str, kind: str, ignored: str, ignore_index: int,
-                  seed: int, wide: str | None = None) -> Case:
+                  seed: int | None = None, wide: str | None = None) -> Case:
         return self.case({"N": n, "D": d, "V": v}, dtype, layout, kind, {"ignore_index": ignore_index}, ignored, seed,
                          wide=wide)
 
@@ -120,14 +120,14 @@ class FusedLinearCrossEntropyOp(DeclaredOp):
                 kind = VALUE_KINDS[i % len(VALUE_KINDS)]
                 ignored = ("none", "some")[i % 2] if n > 1 else "none"
                 ii = (IGNORE_INDEX + (v - 1,))[i % 4]
-                cases.append(self.flce_case(n, d, v, dtype, layout, kind, ignored, ii, seed=2000 + i))
+                cases.append(self.flce_case(n, d, v, dtype, layout, kind, ignored, ii))
                 i += 1
             for n, d, v in SHAPES_ALL_IGNORED:
-                cases.append(self.flce_case(n, d, v, dtype, "contiguous", "normal", "all", -100, seed=2000 + i))
+                cases.append(self.flce_case(n, d, v, dtype, "contiguous", "normal", "all", -100))
                 i += 1
             for n, d, v in SHAPES_MIXED:
                 cases.append(self.flce_case(n, d, v, dtype, layouts.MIXED, VALUE_KINDS[i % len(VALUE_KINDS)],
-                                            "some" if n > 1 else "none", (IGNORE_INDEX + (v - 1,))[i % 4], seed=2000 + i))
+                                            "some" if n > 1 else "none", (IGNORE_INDEX + (v - 1,))[i % 4]))
                 i += 1
         if backend == "cuda":
             # Many programs at once, only affordable on a GPU: 4096 rows make the forward's programs
@@ -135,10 +135,10 @@ class FusedLinearCrossEntropyOp(DeclaredOp):
             # ascending logits raise the max tile after tile), and make the dW work of many row
             # blocks overlap in time, where a missing atomic or barrier loses updates.
             for n, d, v, dtype, kind in SHAPES_GPU_CONCURRENCY:
-                cases.append(self.flce_case(n, d, v, dtype, "contiguous", kind, "some", -100, seed=2000 + i))
+                cases.append(self.flce_case(n, d, v, dtype, "contiguous", kind, "some", -100))
                 i += 1
             for n, d, v in SHAPES_GPU_WIDE_V:
-                cases.append(self.flce_case(n, d, v, torch.float32, "contiguous", "normal", "some", -100, seed=2000 + i))
+                cases.append(self.flce_case(n, d, v, torch.float32, "contiguous", "normal", "some", -100))
                 i += 1
             # index-width cases: x, then weight, with a row (then column) stride such that an
             # offset computed in int32 passes 2**31 elements, then the target; every row counts (none ignored)
@@ -150,9 +150,9 @@ class FusedLinearCrossEntropyOp(DeclaredOp):
             for li, layout, k, wide in stretched:
                 n, d, v = SHAPES_INDEX_WIDTH[j % len(SHAPES_INDEX_WIDTH)]
                 dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]
-                cases.append(self.flce_case(n, d, v, dtype, layout, "normal", "none", -100, seed=2900 + j, wide=wide))
+                cases.append(self.flce_case(n, d, v, dtype, layout, "normal", "none", -100, wide=wide))
                 j += 1
-        return cases
+        return unique(cases)
 
     def case_strategy(self, *, backend: str):
         max_n, max_d, max_v, max_nv = LIMITS.get(backend, LIMITS["interpreter"])
