@@ -38,16 +38,21 @@ def _relative_scale(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return p, torch.where(p > 0, 1.0 + spread, 1.0) + weighted.sum(-1, keepdim=True)
 
 
-def softmax_forward_magnitudes(x: torch.Tensor) -> torch.Tensor:
-    """p_j * s_j: the size of the error terms of p_j (see _relative_scale)."""
+def softmax_forward_magnitudes(x: torch.Tensor, tiny: float = 0.0) -> torch.Tensor:
+    """p_j s_j (+ tiny where p_j > 0): the size of the error terms of p_j (see _relative_scale). ``tiny``: the
+    smallest normal of a dtype a kernel may keep exp(x - max) or p in (``Contract(precision=
+    "input")``): rounding there is off by u (|v| + tiny), the spacing of the subnormals."""
     p, s = _relative_scale(x)
-    return p * s
+    return p * s + torch.where(p > 0, tiny, 0.0)  # an entry of -inf: exactly 0, no allowance
 
 
-def softmax_backward_magnitudes(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+def softmax_backward_magnitudes(x: torch.Tensor, dy: torch.Tensor, tiny: float = 0.0) -> torch.Tensor:
     """Size of the terms dx_j = p_j * (dy_j - c) cancels, with the error of p carried along:
-    p_j s_j (|dy_j| + |c|) + p_j * sum_k p_k s_k |dy_k|. It bounds |dx_j|."""
+    e_j (|dy_j| + |c|) + p_j * sum_k e_k |dy_k|, e_j = p_j s_j + tiny (p as a kernel may hold it,
+    ``tiny`` as in softmax_forward_magnitudes: a backward that starts from y saved in fp16 meets
+    p below fp16's smallest normal, 6.1e-5, whenever the logits spread). It bounds |dx_j|."""
     p, s = _relative_scale(x)
     dyf = dy.to(torch.float64)
     c = (p * dyf).sum(-1, keepdim=True)
-    return p * s * (dyf.abs() + c.abs()) + p * (p * s * dyf.abs()).sum(-1, keepdim=True)
+    e = p * s + torch.where(p > 0, tiny, 0.0)
+    return e * (dyf.abs() + c.abs()) + p * (e * dyf.abs()).sum(-1, keepdim=True)

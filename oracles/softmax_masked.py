@@ -34,10 +34,13 @@ def _relative_scale(x, mask, scale):
     return p, torch.where(p > 0, 1.0 + own, 1.0) + weighted.sum(-1, keepdim=True)
 
 
-def softmax_masked_magnitudes(x, mask, scale, dy):
-    """(forward, dx) term sizes: p_j s_j, and |scale| (p_j s_j (|dy_j| + |c|) + p_j sum_k p_k s_k |dy_k|)."""
+def softmax_masked_magnitudes(x, mask, scale, dy, tiny: float = 0.0):
+    """(forward, dx) term sizes: e_j = p_j s_j + tiny, and |scale| (e_j (|dy_j| + |c|) + p_j sum_k e_k |dy_k|).
+    ``tiny``: the smallest normal of a dtype a kernel may keep p in (oracles.softmax); a masked
+    entry (p = 0 exactly) gets none."""
     p, s = _relative_scale(x, mask, scale)
     dyf = dy.to(torch.float64)
     c = (p * dyf).sum(-1, keepdim=True)
-    dx = abs(scale) * (p * s * (dyf.abs() + c.abs()) + p * (p * s * dyf.abs()).sum(-1, keepdim=True))
-    return p * s, dx
+    e = p * s + torch.where(p > 0, tiny, 0.0)
+    dx = abs(scale) * (e * (dyf.abs() + c.abs()) + p * (e * dyf.abs()).sum(-1, keepdim=True))
+    return e, dx

@@ -6,9 +6,10 @@ From the declared inputs the engine derives, identically for every declared op:
   libraries switch kernels), the other dims at 7; the largest
   input kept within the backend's element budget, the dims that count programs (all but the
   innermost of each input) within the backend's row limit; then the declaration's shapes by
-  purpose (``OpDecl.floor_shapes``, on CUDA also ``floor_shapes_gpu``), as given. Crossed with every dtype; layouts,
-  value kinds and scalar values taken in turn; then each shape the turns left without it as
-  the plain case, contiguous fp32 with rows ignored where the op has an ignorable index (what a
+  purpose (``OpDecl.floor_shapes``, on CUDA also ``floor_shapes_gpu``), as given. Crossed with every dtype; the
+  layout, value kind and scalar values of each shape and dtype picked by their stable hash
+  (harness.cases.case.stable_pick), then per dtype a case for each kind and layout the picks
+  left out (``cover``); then each shape the picks left without it as the plain case, contiguous fp32 with rows ignored where the op has an ignorable index (what a
   kernel or library wrapper narrowed to contiguous fp32 takes). On CUDA also the index-width cases
   (properties.layouts): each float input and the upstream gradient stretched in turn by
   index_width_rows and (2-D and more) index_width_cols, then each index tensor (a target) by
@@ -24,8 +25,9 @@ From the declared inputs the engine derives, identically for every declared op:
   dtype's rounding of the inputs and the upstream gradient (harness.compare.rounding; of
   x - row max for the inputs the op declares ``shift_by_max``), which the tolerance allows;
 - case ids ``op:M=..,N=..,dtype=..,layout=..,[wide=..,]values=..,<scalars>,[ignored=..,]seed=..``; a
-  floor case's seed is a hash of its other parameters (harness.cases.case.content_seed), so it
-  keeps its seed and id wherever it sits in the floor; a generated case's seed is drawn.
+  floor case's seed is a hash of its other parameters (harness.cases.case.content_seed): nothing
+  in a floor case depends on where it sits, so a floor that gains a shape keeps every other case
+  and id; a generated case's seed is drawn.
 A dim the declaration derives (``OpDecl.derived``: D = 2 R, a table of S + 40 rows) is computed
 from the drawn ones wherever a case is made, and never drawn itself.
 Any method can be overridden in a subclass (``class MyOp(DeclaredOp)``) like any OpSpec's.
@@ -40,7 +42,7 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from harness.cases.case import Case, content_seed
+from harness.cases.case import Case, content_seed, stable_pick
 from harness.compare import rounding
 from harness.compare.tolerances import Tolerance
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
@@ -184,33 +186,58 @@ class DeclaredOp(OpSpec):
         return [self.complete(dict(s)) for s in shapes]
 
     def floor_cases(self, *, backend: str) -> list[Case]:
+        """Every floor shape in every dtype, each with a value kind, layout, scalars and ignored
+        rows picked by a stable hash of the shape and dtype (``stable_pick``), then what the picks
+        left out (``cover``), the plain cases, on CUDA the widest rows and the index-width cases,
+        and the leading-dims cases. Nothing depends on a case's position: a floor that gains or
+        loses a shape keeps every other case (only a cover case may become unneeded)."""
         shapes = self.floor_shapes(backend)
         shapes += [s for s in self.declared_shapes(backend) if s not in shapes]
         kinds = self.decl.value_kinds
-        cases, i = [], 0
-        for d, dtype in enumerate(strategies.DTYPES):
-            for j, shape in enumerate(shapes):
-                # kinds cycle; each round of them shifts the layouts by one, so that every kind
-                # meets every layout (a plain i % 4 would pair 8 kinds with 4 layouts for good)
-                rnd, k = divmod(i, len(kinds))
-                layout = self.layouts[(rnd + k) % len(self.layouts)]
-                scalars = {s.name: s.values[(i // len(self.layouts)) % len(s.values)] for s in self.scalars}
-                # none and some alternate over the dtypes of each shape: "some" ignores the last
-                # row on purpose, so a shape that only ever had "some" would never show a bug in
-                # its last rows (a row loop that stops a block early, at N = 257)
-                ignored = ("none", "some")[(j + d) % 2]
-                cases.append(self.case(shape, dtype, layout, kinds[k], scalars, ignored))
-                i += 1
+        cases = []
+        for dtype in strategies.DTYPES:
+            picked = [self.picked(shape, dtype) for shape in shapes]
+            cases += picked + self.cover(shapes, dtype, picked)
             if self.ignorable is not None:  # every row ignored: torch's mean is NaN there
                 for shape in shapes[:2]:
                     scalars = {s.name: s.values[0] for s in self.scalars}
                     cases.append(self.case(shape, dtype, "contiguous", kinds[0], scalars, "all"))
-                    i += 1
         cases += self.plain_cases(shapes, kinds, cases)
         if backend == "cuda":
             cases += self.widest_row_cases(shapes, kinds, cases)
             cases += self.index_width_cases()
         return unique(cases + self.leading_cases(backend))
+
+    def _key(self, shape: dict[str, int]) -> str:
+        return ",".join(f"{d}={shape[d]}" for d in self.dims if d in shape)
+
+    def picked(self, shape: dict[str, int], dtype: torch.dtype, kind: str | None = None,
+               layout: str | None = None) -> Case:
+        """The floor case of ``shape`` in ``dtype``: what is not given picked by the shape and dtype's
+        hash. Ignored rows ("none" or "some") alternate over the dtypes of a shape from a start
+        the shape picks: "some" ignores the last row on purpose, so a shape that only ever had
+        "some" would never show a bug in its last rows (a row loop that stops a block early)."""
+        key, name = self._key(shape), strategies.dtype_name(dtype)
+        kind = kind or stable_pick(self.decl.value_kinds, self.name, key, name, "values")
+        layout = layout or stable_pick(self.layouts, self.name, key, name, "layout")
+        scalars = {s.name: stable_pick(s.values, self.name, key, name, s.name) for s in self.scalars}
+        d = strategies.DTYPES.index(dtype) if dtype in strategies.DTYPES else 0
+        ignored = ("none", "some")[(stable_pick(range(2), self.name, key, "ignored") + d) % 2]
+        return self.case(shape, dtype, layout, kind, scalars, ignored)
+
+    def cover(self, shapes: list[dict[str, int]], dtype: torch.dtype, picked: list[Case]) -> list[Case]:
+        """For each value kind and each layout that no picked case of ``dtype`` has, one case that
+        has it, on a shape its hash picks among those of more than one element."""
+        roomy = [s for s in shapes if math.prod(s.values()) > 1] or shapes
+        name = strategies.dtype_name(dtype)
+        out = []
+        for kind in self.decl.value_kinds:
+            if all(c.get("values") != kind for c in picked):
+                out.append(self.picked(stable_pick(roomy, self.name, name, kind), dtype, kind=kind))
+        for layout in self.layouts:
+            if all(c.get("layout") != layout for c in picked + out):
+                out.append(self.picked(stable_pick(roomy, self.name, name, layout), dtype, layout=layout))
+        return out
 
     def leading_cases(self, backend: str) -> list[Case]:
         """x[*lead, N] (properties.leading) for an op declaring ``leading``, after every other floor case."""
@@ -241,8 +268,8 @@ class DeclaredOp(OpSpec):
             if widest is None:
                 continue
             present = {c.get("values") for c in have if all(int(c[d]) == widest[d] for d in self.dims)}
-            for j, kind in enumerate(k for k in kinds if k not in present):
-                scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
+            for kind in (k for k in kinds if k not in present):
+                scalars = {s.name: stable_pick(s.values, self.name, self._key(widest), kind, s.name) for s in self.scalars}
                 ignored = "some" if self.ignorable is not None else None
                 out.append(self.case(widest, torch.float32, "contiguous", kind, scalars, ignored))
         return out
@@ -258,9 +285,10 @@ class DeclaredOp(OpSpec):
         present = {plain(c) for c in have}
         ignored = "some" if self.ignorable is not None else None
         out = []
-        for j, shape in enumerate(shapes):
-            scalars = {s.name: s.values[j % len(s.values)] for s in self.scalars}
-            case = self.case(shape, torch.float32, "contiguous", kinds[j % len(kinds)], scalars, ignored)
+        for shape in shapes:
+            key = self._key(shape)
+            scalars = {s.name: stable_pick(s.values, self.name, key, "plain", s.name) for s in self.scalars}
+            case = self.case(shape, torch.float32, "contiguous", stable_pick(kinds, self.name, key, "plain"), scalars, ignored)
             if plain(case) not in present:
                 out.append(case)
         return out

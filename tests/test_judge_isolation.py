@@ -225,7 +225,7 @@ def test_a_correct_kernel_passes_under_a_long_tmpdir(tmp_path):
 
 SEND = """
 import torch, torch.multiprocessing as mp
-from harness.run.kernel_process import fit_socket_dir
+from harness.run.socket_dir import fit_socket_dir
 if {fit}:
     fit_socket_dir()
 mine, theirs = mp.get_context("spawn").Pipe()

@@ -71,7 +71,18 @@ def content_seed(op: str, params) -> int:
     removing or moving a floor case changes no other case's seed or id, and with them the kill
     cache's hints and the store's keys stay put."""
     text = f"{op}:" + ",".join(f"{k}={_fmt(v)}" for k, v in params if k != "seed")
-    return int(hashlib.sha1(text.encode()).hexdigest()[:8], 16) % 1_000_000
+    return _sha1(text, 8) % 1_000_000
+
+
+def stable_pick(options, *key):
+    """One of ``options``, chosen by a stable hash of ``key`` (its parts as text): the same key
+    picks the same option in every process and whatever else is in the floor."""
+    options = tuple(options)
+    return options[_sha1("|".join(map(_fmt, key)), 12) % len(options)]
+
+
+def _sha1(text: str, digits: int) -> int:
+    return int(hashlib.sha1(text.encode()).hexdigest()[:digits], 16)
 
 
 def _fmt(v: Scalar) -> str:

@@ -159,18 +159,20 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
 
 
 def _overflowed_reference(dtype: torch.dtype, a, e, allowed) -> torch.Tensor:
-    """The converse of _may_overflow: where the reference rounded to +-inf in the output dtype but
-    its allowed error (the spread of an ill-conditioned result: a constant row against a tiny
-    eps) reaches down from the dtype's largest finite value to a finite result of the same sign,
-    that result is within it. An allowance of less than the spacing at the dtype's largest value
-    never qualifies: a kernel that saturates a true infinity to the largest finite value fails."""
+    """The converse of _may_overflow: where the reference rounded to +-inf in the output dtype (its
+    exact value lies at or past the dtype's largest finite value, on the side of its sign) but its
+    allowed error (the spread of an ill-conditioned result: a constant row against a tiny eps)
+    reaches from there down to a finite result, that result is within it, whatever its sign: an
+    allowance wider than the value spans zero. An allowance of less than the spacing at the
+    dtype's largest value never qualifies: a kernel that saturates a true infinity to the largest
+    finite value fails."""
     if not dtype.is_floating_point or dtype == torch.float64:
         return torch.zeros_like(e, dtype=torch.bool)
     big = float(torch.finfo(dtype).max)
     top_ulp = big * float(torch.finfo(dtype).eps) / 2.0
     finite = torch.isfinite(a)
-    return (torch.isinf(e) & finite & (torch.sign(a) == torch.sign(e)) & (allowed > top_ulp)
-            & (a.abs().where(finite, torch.zeros_like(a)) + allowed >= big))
+    toward = torch.sign(e) * a.where(finite, torch.zeros_like(a))  # a's signed distance from 0 towards e
+    return torch.isinf(e) & finite & (allowed > top_ulp) & (toward + allowed >= big)
 
 
 def _may_overflow(dtype: torch.dtype, a, e, e_finite, allowed) -> torch.Tensor:

@@ -125,7 +125,7 @@ def poison_fresh_memory() -> None:
 def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
           library: tuple[tuple[str, ...], str] = ((), "*")) -> None:
     die_with_parent()  # no kernel process outlives its judge
-    from harness.run.kernel_process import fit_socket_dir
+    from harness.run.socket_dir import fit_socket_dir
 
     fit_socket_dir()  # replies carry tensors
     problem = _load(plugins, extra_modules, library)

@@ -46,7 +46,7 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from harness.cases.case import Case
+from harness.cases.case import Case, stable_pick
 from harness.errors import UsageError
 from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.opspec import OpInputs
@@ -124,22 +124,28 @@ class AttentionOp(DeclaredOp):
         return self.case(dict(zip(DIMS, shape)), dtype, layout, kind, {"causal": causal, "scale": scale}, None, seed,
                          wide=wide)
 
+    def picked(self, shape: dict[str, int], dtype, kind: str | None = None, layout: str | None = None) -> Case:
+        """The floor case of ``shape`` in ``dtype``, picked by content (DeclaredOp.picked): layout,
+        kind and scale by the shape and dtype, causal alternating over the dtypes of a shape."""
+        key, name = self._key(shape), strategies.dtype_name(dtype)
+        causal = (stable_pick(range(2), self.name, key, "causal") + strategies.DTYPES.index(dtype)) % 2 == 0
+        return self.sized_case(tuple(shape[n] for n in DIMS), dtype, layout or stable_pick(LAYOUTS, self.name, key, name, "layout"),
+                               kind or stable_pick(KINDS, self.name, key, name, "values"), causal,
+                               stable_pick(SCALES, self.name, key, name, "scale"))
+
     def floor_cases(self, *, backend: str) -> list[Case]:
-        shapes = FLOOR_SHAPES + (FLOOR_SHAPES_GPU if backend == "cuda" else ())
-        cases, i = [], 0
-        for d, dtype in enumerate(strategies.DTYPES):
-            for j, shape in enumerate(shapes):
-                rnd, k = divmod(i, len(KINDS))
-                layout = LAYOUTS[(rnd + k) % len(LAYOUTS)]
-                causal = (j + d) % 2 == 0  # each shape causal and not over its dtypes
-                scale = SCALES[(i // len(LAYOUTS)) % len(SCALES)]
-                cases.append(self.sized_case(shape, dtype, layout, KINDS[k], causal, scale))
-                i += 1
+        shapes = [dict(zip(DIMS, s)) for s in FLOOR_SHAPES + (FLOOR_SHAPES_GPU if backend == "cuda" else ())]
+        cases = []
+        for dtype in strategies.DTYPES:
+            picked = [self.picked(shape, dtype) for shape in shapes]
+            cases += picked + self.cover(shapes, dtype, picked)
         have = {(tuple(int(c[n]) for n in DIMS), c["layout"], c["dtype"], c["causal"]) for c in cases}
-        for j, shape in enumerate(shapes + PLAIN_ONLY_SHAPES):  # the plain case: contiguous fp32, causal
-            if (shape, "contiguous", "float32", "true") not in have:
-                cases.append(self.sized_case(shape, torch.float32, "contiguous", KINDS[j % len(KINDS)], True,
-                                             SCALES[j % len(SCALES)]))
+        for shape in shapes + [dict(zip(DIMS, s)) for s in PLAIN_ONLY_SHAPES]:  # the plain case: contiguous fp32, causal
+            size = tuple(shape[n] for n in DIMS)
+            if (size, "contiguous", "float32", "true") not in have:
+                key = self._key(shape)
+                cases.append(self.sized_case(size, torch.float32, "contiguous", stable_pick(KINDS, self.name, key, "plain"),
+                                             True, stable_pick(SCALES, self.name, key, "plain")))
         if backend == "cuda":
             cases += self.index_width_cases()
         return unique(cases)

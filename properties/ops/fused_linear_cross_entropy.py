@@ -32,7 +32,7 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from harness.cases.case import Case
+from harness.cases.case import Case, stable_pick
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.registry.opspec import OpInputs
 from harness.registry.registry import register_op
@@ -110,25 +110,30 @@ class FusedLinearCrossEntropyOp(DeclaredOp):
         return self.case({"N": n, "D": d, "V": v}, dtype, layout, kind, {"ignore_index": ignore_index}, ignored, seed,
                          wide=wide)
 
+    def picked(self, shape: dict[str, int], dtype, kind: str | None = None, layout: str | None = None) -> Case:
+        """The floor case of ``shape`` in ``dtype``, picked by content (DeclaredOp.picked): layout,
+        kind and ignore_index by the shape and dtype, none / some ignored rows alternating over
+        the dtypes of a shape (a single row: none)."""
+        n, d, v = (shape[k] for k in ("N", "D", "V"))
+        key, name = self._key(shape), strategies.dtype_name(dtype)
+        start = stable_pick(range(2), self.name, key, "ignored")
+        ignored = ("none", "some")[(start + strategies.DTYPES.index(dtype)) % 2] if n > 1 else "none"
+        return self.flce_case(n, d, v, dtype, layout or stable_pick(strategies.LAYOUTS, self.name, key, name, "layout"),
+                              kind or stable_pick(VALUE_KINDS, self.name, key, name, "values"), ignored,
+                              stable_pick(IGNORE_INDEX + (v - 1,), self.name, key, name, "ignore_index"))
+
     def floor_cases(self, *, backend: str) -> list[Case]:
-        shapes = SHAPES_EDGE + SHAPES_NOALIGN + SHAPES_ALIGNED + SHAPES_CHUNKED + SHAPES_WIDE_VOCAB
+        def sized(table):
+            return [dict(N=n, D=d, V=v) for n, d, v in table]
+
+        shapes = sized(SHAPES_EDGE + SHAPES_NOALIGN + SHAPES_ALIGNED + SHAPES_CHUNKED + SHAPES_WIDE_VOCAB)
         cases = []
-        i = 0
         for dtype in strategies.DTYPES:
-            for n, d, v in shapes:
-                layout = strategies.LAYOUTS[i % len(strategies.LAYOUTS)]
-                kind = VALUE_KINDS[i % len(VALUE_KINDS)]
-                ignored = ("none", "some")[i % 2] if n > 1 else "none"
-                ii = (IGNORE_INDEX + (v - 1,))[i % 4]
-                cases.append(self.flce_case(n, d, v, dtype, layout, kind, ignored, ii))
-                i += 1
+            picked = [self.picked(shape, dtype) for shape in shapes]
+            picked += [self.picked(shape, dtype, layout=layouts.MIXED) for shape in sized(SHAPES_MIXED)]
+            cases += picked + self.cover(shapes, dtype, picked)
             for n, d, v in SHAPES_ALL_IGNORED:
                 cases.append(self.flce_case(n, d, v, dtype, "contiguous", "normal", "all", -100))
-                i += 1
-            for n, d, v in SHAPES_MIXED:
-                cases.append(self.flce_case(n, d, v, dtype, layouts.MIXED, VALUE_KINDS[i % len(VALUE_KINDS)],
-                                            "some" if n > 1 else "none", (IGNORE_INDEX + (v - 1,))[i % 4]))
-                i += 1
         if backend == "cuda":
             # Many programs at once, only affordable on a GPU: 4096 rows make the forward's programs
             # walk several vocabulary tiles each (the online rescale of the running sum matters:
@@ -136,10 +141,8 @@ class FusedLinearCrossEntropyOp(DeclaredOp):
             # blocks overlap in time, where a missing atomic or barrier loses updates.
             for n, d, v, dtype, kind in SHAPES_GPU_CONCURRENCY:
                 cases.append(self.flce_case(n, d, v, dtype, "contiguous", kind, "some", -100))
-                i += 1
             for n, d, v in SHAPES_GPU_WIDE_V:
                 cases.append(self.flce_case(n, d, v, torch.float32, "contiguous", "normal", "some", -100))
-                i += 1
             # index-width cases: x, then weight, with a row (then column) stride such that an
             # offset computed in int32 passes 2**31 elements, then the target; every row counts (none ignored)
             j = 0

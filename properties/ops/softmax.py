@@ -7,8 +7,9 @@ Error model (harness.compare.rounding): per element, twice the spread of the flo
 its gradient when x - max (``shift_by_max``: the max is one of the row's values, so a kernel that
 subtracts it first computes x - max exactly near the max) and dy are rounded within the input
 dtype, plus eight fp32 roundings of the terms (oracles.softmax's magnitudes: exp(x - max)
-inherits a rounding of |x - max|, and dx = p (dy - sum p dy) cancels), plus the output's
-rounding. Large logits (100 + 10 N(0, 1)) get an allowance in proportion to |x - max|; a kernel
+inherits a rounding of |x - max|, and dx = p (dy - sum p dy) cancels; each p > 0 also carries
+the dtype's smallest normal, since a kernel that keeps p in fp16 rounds it to the subnormals'
+spacing below 6.1e-5), plus the output's rounding. Large logits (100 + 10 N(0, 1)) get an allowance in proportion to |x - max|; a kernel
 without the max subtraction overflows to inf / inf = NaN there. A fully masked row (-1e9, or
 -3e4 in fp16) is a row of zeros after the shift and must come out uniform, 1/N: padding lanes
 read as -1e9 instead of -inf (1/(N + pad)) and y = exp(x - logsumexp) (log N rounded away at
@@ -28,7 +29,7 @@ register_op(OpDecl(
     output="M, N",
     leading="M",  # x[..., N]: cases also give M as 2 to 4 leading dims (properties.leading)
     reference=softmax_reference,
-    terms=lambda x, dy: (softmax_forward_magnitudes(x), softmax_backward_magnitudes(x, dy)),
+    terms=lambda x, dy, tiny=0.0: (softmax_forward_magnitudes(x, tiny), softmax_backward_magnitudes(x, dy, tiny)),
     reduces="N",
     shift_by_max=("x",),
     value_kinds=values.ROW_KINDS + row_kinds.LOGITS,

@@ -11,7 +11,8 @@ entry; row 0 is a causal prefix, a single kept entry. Checks: forward, dx, plus 
 Error model (harness.compare.rounding): twice the spread of the float64 reference and its
 gradient when x, the mask and dy are rounded within the input dtype, plus eight fp32 roundings
 of the terms (oracles.softmax_masked: the exponent carries roundings of |scale x| and of the
-shift by the row max), plus the output's rounding. A masked entry must come out exactly 0 and a
+shift by the row max; each p > 0 also carries the dtype's smallest normal, as in ``softmax``),
+plus the output's rounding. A masked entry must come out exactly 0 and a
 row with one kept entry exactly 1; a kernel that adds the mask after the max shift, scales the
 mask, or forgets it fails there.
 """
