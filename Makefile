@@ -19,14 +19,13 @@ TEST_WORKERS ?= 2
 setup:
 	@scripts/setup_env.sh
 
-## verify: the gate. verify (every kernel of every op), train-check, the mutation campaign, then the
-## rendered reports; every step runs even after a failure, and the exit status is the last failure's
+## verify: the gate, in one process (python -m harness gate): verify (every kernel of every op),
+## train-check, the mutation campaign, then the rendered reports; every step runs even after a
+## failure, and the exit status is the last failure's
 verify: setup
-	@rc=0; export HARNESS_RUN_GROUP="make-verify-$$(date -u +%Y%m%dT%H%M%S)-$$$$"; \
-	$(PY) -m harness verify --backend $(BACKEND) --report-dir $(REPORT) --no-render $(NO_CACHE) $(if $(BASELINE),--baseline $(BASELINE)) $(ARGS) || rc=$$?; \
-	$(PY) -m harness train-check --backend $(BACKEND) --report-dir $(REPORT) $(NO_CACHE) || rc=$$?; \
-	$(PY) -m harness mutate --backend $(BACKEND) --report-dir $(REPORT) --jobs $(MUTATE_JOBS) $(NO_CACHE) $(MUTATE_ARGS) || rc=$$?; \
-	$(PY) -m harness report --report-dir $(REPORT) || rc=$$?; \
+	@export HARNESS_RUN_GROUP="make-verify-$$(date -u +%Y%m%dT%H%M%S)-$$$$"; \
+	$(PY) -m harness gate --backend $(BACKEND) --report-dir $(REPORT) --jobs $(MUTATE_JOBS) $(NO_CACHE) \
+	  $(if $(BASELINE),--baseline $(BASELINE)) --verify-args="$(ARGS)" --mutate-args="$(MUTATE_ARGS)"; rc=$$?; \
 	if [ $$rc -ne 0 ]; then echo "make verify: FAILED (exit $$rc); see $(REPORT)/index.html"; fi; \
 	exit $$rc
 

@@ -78,5 +78,8 @@ def add_rmsnorm_rounded_h(x, residual, gamma, eps, dy, dh) -> tuple[torch.Tensor
     others = r.pow(3) * (u.abs() * rest + 3 * r.square() * (m * h).abs() * rest + h.abs() * (a - (u * h).abs())) / n
     by_dnorm = own + others
     contrib = dyf * h * r
-    by_dgamma = ((contrib * (1 - r.square() * h.square() / n)).abs() + contrib.abs() * r.square() * rest / n).sum(0)
+    per_row = (contrib * (1 - r.square() * h.square() / n)).abs() + contrib.abs() * r.square() * rest / n
+    # a row with an infinite element has r = 0: it adds exactly 0 to dgamma wherever its own element
+    # is finite, and no rounding moves that (0 * inf above is not a term of it)
+    by_dgamma = torch.where(torch.isfinite(per_row), per_row, 0.0).sum(0)
     return by_y, None, by_dnorm, by_dnorm, by_dgamma

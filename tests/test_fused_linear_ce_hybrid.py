@@ -91,3 +91,21 @@ def test_no_gradient_work_under_no_grad(device, monkeypatch):
     loss = h.fused_linear_cross_entropy_hybrid(x, w, t)
     assert seen == [(False, False), (True, True)]
     assert torch.equal(no_grad_loss, loss.detach())
+
+
+# bug class: a gradient computed for an upstream of 1, rounded to fp16, then scaled by the upstream
+# (Liger-Kernel's pattern, and this kernel's) is off by u (|g| + tiny) |upstream|; below fp16's
+# smallest normal the model counted u |g| only, and the kernel failed dweight at 1.22x (values=tiny)
+def test_a_gradient_rounded_before_the_upstream_scales_it_passes_where_it_is_subnormal(device, backend):
+    from oracles.fused_linear_ce import fused_linear_ce_magnitudes
+
+    case = Case.parse("fused_linear_cross_entropy:N=64,D=64,V=256,dtype=float16,layout=offset,values=tiny,"
+                      "ignore_index=-100,ignored=some,seed=477378")
+    run = run_case(SPEC, ENTRY, case, backend=backend.name, device=device)
+    assert any(r.check == "dweight" for r in run.records)
+    assert run.passed, _failures(run)
+    x, w = torch.randn(3, 4, dtype=torch.float64), torch.randn(5, 4, dtype=torch.float64)
+    t = torch.tensor([0, 2, 4])
+    plain = fused_linear_ce_magnitudes(x, w, t, 7.0)
+    tiny = fused_linear_ce_magnitudes(x, w, t, 7.0, tiny=1e-4)
+    assert torch.all(tiny[2] - plain[2] >= 7.0 * 1e-4 - 1e-12) and torch.all(tiny[1] - plain[1] >= 7.0 * 1e-4 - 1e-12)

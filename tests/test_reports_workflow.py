@@ -82,16 +82,56 @@ def test_each_job_uploads_and_summarises_the_report_even_after_a_failure(workflo
     assert names.index(next(n for n in names if n.startswith("make verify"))) < names.index(upload[0]["uses"])
 
 
-def test_make_verify_runs_every_step_after_a_failure_and_ends_with_the_report(tmp_path):
-    # a stand-in interpreter records each harness command and fails the first one (verify)
+def test_make_verify_runs_the_gate_with_the_makefile_arguments(tmp_path):
+    # a stand-in interpreter records its command line and fails
     log = tmp_path / "calls"
     fake = tmp_path / "py"
-    fake.write_text(f'#!/bin/sh\necho "$3" >> {log}\n[ "$3" != verify ]\n')
+    fake.write_text(f'#!/bin/sh\nfor a in "$@"; do echo "$a"; done >> {log}\nexit 1\n')
     fake.chmod(0o755)
-    proc = subprocess.run(["make", "-s", "-o", "setup", "verify", f"PY={fake}"], cwd=ROOT,
+    proc = subprocess.run(["make", "-s", "-o", "setup", "verify", f"PY={fake}", "BACKEND=interpreter",
+                           "ARGS=--op softmax --select 'triton_*'", "MUTATE_ARGS=--min-score 0.9"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode != 0, "a failed verify must fail make verify"
-    assert log.read_text().split() == ["verify", "train-check", "mutate", "report"]
+    assert proc.returncode != 0 and "make verify: FAILED" in proc.stdout, "a failed gate must fail make verify"
+    argv = log.read_text().splitlines()
+    assert argv[:3] == ["-m", "harness", "gate"]
+    assert "--verify-args=--op softmax --select 'triton_*'" in argv and "--mutate-args=--min-score 0.9" in argv
+    assert argv[argv.index("--backend") + 1] == "interpreter"
+
+
+def test_the_gate_runs_every_step_after_a_failure_and_ends_with_the_report(monkeypatch):
+    import harness.cli
+    from harness.cli import gate
+
+    calls = []
+
+    def fake_main(argv):
+        calls.append(argv)
+        return 1 if argv[0] == "verify" else 0
+
+    monkeypatch.setattr(harness.cli, "main", fake_main)
+    args = harness.cli.build_parser().parse_args(["gate", "--backend", "interpreter", "--report-dir", "out",
+                                                  "--verify-args=--op softmax --select 'my_*'", "--no-cache"])
+    assert gate.run(args) == 1
+    assert [c[0] for c in calls] == ["verify", "train-check", "mutate", "report"]
+    assert calls[0][-4:] == ["--op", "softmax", "--select", "my_*"] and "--no-cache" in calls[0] and "--no-render" in calls[0]
+    assert all(c[c.index("--report-dir") + 1] == "out" for c in calls)
+    assert "--no-cache" in calls[2] and calls[2][calls[2].index("--jobs") + 1] == "auto"
+
+
+def test_an_interrupted_step_ends_the_gate(monkeypatch):
+    import harness.cli
+    from harness.cli import gate
+
+    calls = []
+    monkeypatch.setattr(harness.cli, "main", lambda argv: calls.append(argv[0]) or (130 if argv[0] == "train-check" else 0))
+    args = harness.cli.build_parser().parse_args(["gate", "--backend", "interpreter"])
+    assert gate.run(args) == 130 and calls == ["verify", "train-check"]
+
+
+def test_the_gate_refuses_unbalanced_quotes_in_a_steps_arguments():
+    import harness.cli
+
+    assert harness.cli.main(["gate", "--verify-args=--select 'my_*"]) == 2
 
 
 def test_makefile_targets_the_workflow_and_ci_use():
