@@ -23,7 +23,8 @@ rounded h may add: one unit roundoff of the input dtype times the first-order wo
 of each result when every element of h moves by a relative rounding
 (``rounded_terms``: oracles.add_rmsnorm.add_rmsnorm_rounded_h; 0 for h itself, and negligible in
 fp32). The random-sign spread alone does not bound that: dgamma sums h's rounding errors over
-rows, where they may align while the spread's random signs cancel. A stored h off by more than
+rows, where they may align while the spread's random signs cancel; a row with an infinite
+element (1/rms = 0) adds exactly 0 there. A stored h off by more than
 its own rounding (a missing or doubled residual, h written before the add) is outside all of it.
 """
 

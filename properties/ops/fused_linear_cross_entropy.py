@@ -22,7 +22,11 @@ Error model (harness.compare.rounding), as for every declared op: twice the spre
 loss and gradients when x, weight and the upstream gradient are rounded within the input dtype, plus
 fp32 roundings of the terms (oracles.fused_linear_ce's magnitudes: the logits are sums over D, the
 loss cancels logsumexp against the target logit, dx and dweight sum p - onehot over V and N), their
-count growing with sqrt of the longer of D and V (``reduces``), plus the output's rounding.
+count growing with sqrt of the longer of D and V (``reduces``), plus the output's rounding. For a
+kernel that keeps G = p - onehot, or a gradient computed for an upstream of 1, in the input dtype
+(``Contract(precision="input")``), the terms also carry the dtype's smallest normal (``tiny``),
+on each G element and times |upstream| on each gradient element: below it a rounding is off by
+the subnormals' spacing, not by a fraction of the value.
 """
 
 from __future__ import annotations
