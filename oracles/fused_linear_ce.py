@@ -66,10 +66,7 @@ def fused_linear_ce_magnitudes(
       dx:    |s| * ((p * (1 + m + sum_j p m)) @ |w| + |w[t_i]|)
       dw:    (|s| * (p * (1 + m + sum_j p m) + onehot))^T @ |x|
     ``tiny``: the smallest normal of a dtype the gradient's G = p - onehot may be kept in (a kernel
-    declaring it): each G element adds ``tiny``, since rounding it there is off by u (|G| + tiny);
-    and each gradient element adds ``tiny`` |upstream|: a gradient computed for an upstream of 1
-    and rounded to that dtype before the upstream scales it (Liger-Kernel's pattern, and the
-    project's hybrid kernel) is off by u (|g| + tiny) |upstream|.
+    declaring it): each G element adds ``tiny``, since rounding it there is off by u (|G| + tiny).
     """
     xf, wf = _f64(x, weight)
     ax, aw = xf.abs(), wf.abs()
@@ -80,5 +77,17 @@ def fused_linear_ce_magnitudes(
     row_terms = lse_terms.squeeze(1) + (onehot * m).sum(1)
     loss_mag = (row_terms * valid).sum() / n_valid if n_valid else torch.zeros((), dtype=torch.float64)
     weights = scale.abs() * (p * (1.0 + m + lse_terms) + onehot + tiny)
-    rounded_before_upstream = tiny * float(torch.as_tensor(upstream, dtype=torch.float64).abs().max())
-    return loss_mag, weights @ aw + rounded_before_upstream, weights.T @ ax + rounded_before_upstream
+    return loss_mag, weights @ aw, weights.T @ ax
+
+
+def fused_linear_ce_rounded_gradients(x: torch.Tensor, weight: torch.Tensor, upstream, tiny: float = 0.0):
+    """Per check (loss, dx, dweight), what a kernel adds by rounding each gradient to the input
+    dtype before the upstream scales it (Liger-Kernel's pattern: the gradients computed in the
+    forward for an upstream of 1, multiplied by it in the backward), in units of that dtype's unit
+    roundoff: the rounding is off by u (|g| / |upstream| + tiny), which the upstream scales. The
+    relative part, u |g|, is within the output's own rounding (one ulp); below ``tiny`` (the
+    dtype's smallest normal) the spacing stops shrinking, and that floor, u tiny |upstream|, is what
+    the output's one ulp there does not hold."""
+    up = float(torch.as_tensor(upstream, dtype=torch.float64).abs().max())
+    return (None, torch.full(x.shape, tiny * up, dtype=torch.float64),
+            torch.full(weight.shape, tiny * up, dtype=torch.float64))

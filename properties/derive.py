@@ -76,7 +76,8 @@ class DeclaredOp(OpSpec):
         self.decl = decl
         self.declared_at = declared_at
         # read once, not on every oracle call: whether the declared terms take the dtype's smallest normal
-        self.terms_take_tiny = decl.terms is not None and "tiny" in inspect.signature(decl.terms).parameters
+        self.terms_take_tiny = _takes_tiny(decl.terms)
+        self.rounded_take_tiny = _takes_tiny(decl.rounded_terms)
         self.name = decl.name
         self.signature = decl.signature
         self.forward_check = decl.forward_check
@@ -499,7 +500,7 @@ class DeclaredOp(OpSpec):
         first = self.oracle_forward_name(inputs)
         names = [first, *self.output_checks[1:], *self.grad_checks]
         expected = {}
-        rounded = self.rounded(f64, upstream, len(base), rounding.unit_roundoff(inputs.dtype))
+        rounded = self.rounded(f64, upstream, len(base), inputs.dtype)
         for name, value, spread, term, n, extra in zip(names, base, spreads, terms, self.sum_lengths(inputs), rounded):
             expected[name] = value
             expected[f"{name}_magnitude"] = rounding.allowance(spread, term, n)
@@ -538,12 +539,14 @@ class DeclaredOp(OpSpec):
                 expected[key] = torch.where(rows, torch.zeros_like(expected[key]), expected[key])
             expected[f"{name}_nan_ok"] = (rows & nonfinite).expand_as(expected[name])
 
-    def rounded(self, f64: list[Any], upstream, count: int, u: float) -> list[torch.Tensor | None]:
+    def rounded(self, f64: list[Any], upstream, count: int, dtype: torch.dtype) -> list[torch.Tensor | None]:
         """Per check, what a kernel may add by computing from an intermediate it keeps in the input
-        dtype (OpDecl.rounded_terms, finite parts only) times that dtype's unit roundoff ``u``."""
+        dtype (OpDecl.rounded_terms, finite parts only) times that dtype's unit roundoff."""
         if self.decl.rounded_terms is None:
             return [None] * count
-        out = list(self.decl.rounded_terms(*f64, *upstreams(upstream)))
+        u = rounding.unit_roundoff(dtype)
+        floor = _tiny(dtype) if self.rounded_take_tiny else {}
+        out = list(self.decl.rounded_terms(*f64, *upstreams(upstream), **floor))
         if len(out) != count:
             raise ValueError(f"op {self.name!r}: rounded_terms returned {len(out)} entries, one per check ({count}) "
                              "was expected")
@@ -570,9 +573,7 @@ class DeclaredOp(OpSpec):
 
     def terms_floor(self, dtype: torch.dtype) -> dict[str, float]:
         """``tiny=`` for a declared ``terms`` that takes it (OpDecl): the smallest normal of the case's dtype."""
-        if not self.terms_take_tiny:
-            return {}
-        return {"tiny": float(torch.finfo(dtype).smallest_normal)}
+        return _tiny(dtype) if self.terms_take_tiny else {}
 
     def sum_lengths(self, inputs: OpInputs) -> list[int]:
         """Per check, the longest sum it involves: the declared ``reduces`` dims, and for a
@@ -635,6 +636,15 @@ class DeclaredOp(OpSpec):
     def output_dims(self, sizes: dict[str, int]) -> list[tuple[str | None, int]]:
         """The output's axes: (the dim it is, None for a fixed one; its size)."""
         return [(d, sizes[d]) for d in self.decl.output]
+
+
+def _takes_tiny(fn) -> bool:
+    """Whether a declared ``terms`` or ``rounded_terms`` takes the keyword ``tiny`` (OpDecl)."""
+    return fn is not None and "tiny" in inspect.signature(fn).parameters
+
+
+def _tiny(dtype: torch.dtype) -> dict[str, float]:
+    return {"tiny": float(torch.finfo(dtype).smallest_normal)}
 
 
 def unique(cases: list[Case]) -> list[Case]:

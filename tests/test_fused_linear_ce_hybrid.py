@@ -97,7 +97,7 @@ def test_no_gradient_work_under_no_grad(device, monkeypatch):
 # (Liger-Kernel's pattern, and this kernel's) is off by u (|g| + tiny) |upstream|; below fp16's
 # smallest normal the model counted u |g| only, and the kernel failed dweight at 1.22x (values=tiny)
 def test_a_gradient_rounded_before_the_upstream_scales_it_passes_where_it_is_subnormal(device, backend):
-    from oracles.fused_linear_ce import fused_linear_ce_magnitudes
+    from oracles.fused_linear_ce import fused_linear_ce_rounded_gradients
 
     case = Case.parse("fused_linear_cross_entropy:N=64,D=64,V=256,dtype=float16,layout=offset,values=tiny,"
                       "ignore_index=-100,ignored=some,seed=477378")
@@ -105,7 +105,7 @@ def test_a_gradient_rounded_before_the_upstream_scales_it_passes_where_it_is_sub
     assert any(r.check == "dweight" for r in run.records)
     assert run.passed, _failures(run)
     x, w = torch.randn(3, 4, dtype=torch.float64), torch.randn(5, 4, dtype=torch.float64)
-    t = torch.tensor([0, 2, 4])
-    plain = fused_linear_ce_magnitudes(x, w, t, 7.0)
-    tiny = fused_linear_ce_magnitudes(x, w, t, 7.0, tiny=1e-4)
-    assert torch.all(tiny[2] - plain[2] >= 7.0 * 1e-4 - 1e-12) and torch.all(tiny[1] - plain[1] >= 7.0 * 1e-4 - 1e-12)
+    loss, dx, dw = fused_linear_ce_rounded_gradients(x, w, torch.tensor(-7.0), tiny=1e-4)
+    assert loss is None and dx.shape == x.shape and dw.shape == w.shape
+    assert torch.all(dx == 7e-4) and torch.all(dw == 7e-4)  # the floor, scaled by |upstream|
+    assert not fused_linear_ce_rounded_gradients(x, w, 7.0)[2].any()  # nothing without a floor

@@ -109,6 +109,7 @@ def test_the_gate_runs_every_step_after_a_failure_and_ends_with_the_report(monke
         return 1 if argv[0] == "verify" else 0
 
     monkeypatch.setattr(harness.cli, "main", fake_main)
+    monkeypatch.setattr(gate, "own_process", fake_main)  # extra arguments: each step a process of its own
     args = harness.cli.build_parser().parse_args(["gate", "--backend", "interpreter", "--report-dir", "out",
                                                   "--verify-args=--op softmax --select 'my_*'", "--no-cache"])
     assert gate.run(args) == 1
@@ -116,6 +117,24 @@ def test_the_gate_runs_every_step_after_a_failure_and_ends_with_the_report(monke
     assert calls[0][-4:] == ["--op", "softmax", "--select", "my_*"] and "--no-cache" in calls[0] and "--no-render" in calls[0]
     assert all(c[c.index("--report-dir") + 1] == "out" for c in calls)
     assert "--no-cache" in calls[2] and calls[2][calls[2].index("--jobs") + 1] == "auto"
+    calls.clear()
+    assert gate.run(harness.cli.build_parser().parse_args(["gate", "--backend", "interpreter"])) == 1
+    assert [c[0] for c in calls] == ["verify", "train-check", "mutate", "report"]  # in this process
+
+
+def test_a_gate_with_extra_arguments_runs_each_step_in_a_process_of_its_own(monkeypatch):
+    # a plugin or a watchdog one step loads into its process must not reach the next step
+    import harness.cli
+    from harness.cli import gate
+
+    ran, shared = [], []
+    monkeypatch.setattr(gate, "own_process", lambda step: ran.append(step) or 0)
+    monkeypatch.setattr(harness.cli, "main", lambda argv: shared.append(argv) or 0)
+    for extra in (["--verify-args=--plugin mine.py"], ["--mutate-args=--min-score 0.9"], ["--baseline", "HEAD~1"]):
+        ran.clear()
+        args = harness.cli.build_parser().parse_args(["gate", "--backend", "interpreter", *extra])
+        assert gate.run(args) == 0
+        assert [s[0] for s in ran] == ["verify", "train-check", "mutate", "report"] and not shared
 
 
 def test_an_interrupted_step_ends_the_gate(monkeypatch):

@@ -3,9 +3,14 @@
 Its steps are the commands a user can run one by one, with the same arguments: ``verify
 --no-render``, ``train-check``, ``mutate``, then ``report``. Every step runs even after a failure
 (the reports show them all) and the exit status is the last failing step's; an interrupted step
-(Ctrl-C, a CI time limit) ends the gate there, status 130. One process instead of four saves
-three start-ups of torch, Triton and the registry, which is most of what a gate with nothing
-changed spends (each step's verdicts come from REPORT_DIR/incremental).
+(Ctrl-C, a CI time limit) ends the gate there, status 130.
+
+The plain gate (no ``--baseline``, no extra arguments) runs the steps in this one process: each
+loads the same project kernels and op specs and sets nothing another reads, and one process
+instead of four saves three start-ups of torch, Triton and the registry, which is most of what a
+gate with nothing changed spends (each step's verdicts come from REPORT_DIR/incremental). With a
+base revision or extra arguments (a plugin, a watchdog: state one step loads into its process)
+each step gets a process of its own, as when run one by one.
 """
 
 from __future__ import annotations
@@ -64,10 +69,26 @@ def run(args: argparse.Namespace) -> int:
     # one run group for the steps (as make verify exports it), so their reports render together
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
     os.environ.setdefault(GROUP_ENV, f"gate-{stamp}-{os.getpid()}")
+    shared = not (args.baseline or args.verify_args.strip() or args.mutate_args.strip())
     rc = 0
     for step in steps(args):
-        code = main(step)
+        code = main(step) if shared else own_process(step)
         if code == INTERRUPTED:
             return code
         rc = code or rc
     return rc
+
+
+def own_process(step: list[str]) -> int:
+    """Run one step as ``python -m harness STEP ...``; a Ctrl-C reaches it and ends the gate."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *step])
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)  # the step writes its reports, as a Ctrl-C of its own would let it
+        proc.wait()
+        return INTERRUPTED

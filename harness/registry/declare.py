@@ -190,7 +190,7 @@ class OpDecl:
     # stored residual stream): ``rounded_terms(*args, *upstreams)`` returns per check (outputs, then
     # gradients; None: nothing) the first-order worst-case change of the result when that
     # intermediate is rounded by a relative 1 per element; the allowance adds it times the input
-    # dtype's unit roundoff (properties.derive)
+    # dtype's unit roundoff (properties.derive); like ``terms`` it may take the keyword ``tiny``
     rounded_terms: Callable[..., tuple[Any, ...]] | None = None
     # (name, dims) of each output when there are several (``output`` a dict), else ():
     # set from ``output``, whose own value becomes the first output's dims

@@ -24,9 +24,10 @@ fp32 roundings of the terms (oracles.fused_linear_ce's magnitudes: the logits ar
 loss cancels logsumexp against the target logit, dx and dweight sum p - onehot over V and N), their
 count growing with sqrt of the longer of D and V (``reduces``), plus the output's rounding. For a
 kernel that keeps G = p - onehot, or a gradient computed for an upstream of 1, in the input dtype
-(``Contract(precision="input")``), the terms also carry the dtype's smallest normal (``tiny``),
-on each G element and times |upstream| on each gradient element: below it a rounding is off by
-the subnormals' spacing, not by a fraction of the value.
+(``Contract(precision="input")``), the terms also carry the dtype's smallest normal (``tiny``) on
+each G element: below it a rounding is off by the subnormals' spacing, not by a fraction of the
+value. Any kernel may round a gradient computed for an upstream of 1 to the input dtype before
+the upstream scales it (Liger-Kernel's pattern): ``rounded_terms`` adds u tiny |upstream|.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from harness.cases.case import Case, stable_pick
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.registry.opspec import OpInputs
 from harness.registry.registry import register_op
-from oracles.fused_linear_ce import fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference
+from oracles.fused_linear_ce import (fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference,
+                                     fused_linear_ce_rounded_gradients)
 from properties import layouts, strategies, values
 from properties.derive import DeclaredOp, unique
 
@@ -94,6 +96,8 @@ DECL = OpDecl(
     reference=fused_linear_ce_reference,
     backward=lambda x, w, target, ignore_index, dy: fused_linear_ce_backward(x, w, target, dy, ignore_index),
     terms=lambda x, w, target, ignore_index, dy, tiny: fused_linear_ce_magnitudes(x, w, target, dy, ignore_index, tiny),
+    # the gradients rounded to the input dtype before the upstream scales them (Liger's pattern)
+    rounded_terms=lambda x, w, target, ignore_index, dy, tiny: fused_linear_ce_rounded_gradients(x, w, dy, tiny),
     reduces=("D", "V"),
     value_kinds=VALUE_KINDS,
     forward_check="loss",
