@@ -28,11 +28,13 @@ PREFIX = "plot-"
 
 
 def _version() -> str:
+    """matplotlib's version, read from its installed metadata (importing it costs about 1 s)."""
+    from importlib import metadata
+
     try:
-        import matplotlib
-    except ImportError:
+        return metadata.version("matplotlib")
+    except metadata.PackageNotFoundError:
         return "none"
-    return matplotlib.__version__
 
 
 class PlotCache:
