@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from harness.cases.case import Case, content_seed
 from harness.registry.registry import REGISTRY, Contract, KernelEntry
 from harness.run.runner import run_case
 
@@ -66,12 +67,17 @@ def _variant(drop):
 
 
 def _case(op, values=None, **scalars):
-    """The first fp32 floor case with these scalar values (and value kind) and rows not ignored."""
-    for c in op.floor_cases(backend="interpreter"):
-        if c["dtype"] == "float32" and values in (None, c["values"]) and c.get("ignored") != "all" and int(c["N"]) > 2 and int(c["V"]) > 2 \
-                and all(c[k] == v for k, v in scalars.items()):
+    """The first fp32 floor case with these scalar values (and value kind) and rows not ignored;
+    where the floor's picks gave none, the first such case with them set (its seed from content)."""
+    usable = [c for c in op.floor_cases(backend="interpreter")
+              if c["dtype"] == "float32" and c.get("ignored") != "all" and int(c["N"]) > 2 and int(c["V"]) > 2]
+    for c in usable:
+        if values in (None, c["values"]) and all(c[k] == v for k, v in scalars.items()):
             return c
-    raise AssertionError(f"no floor case with {values}, {scalars}")
+    params = dict(usable[0].params)
+    params.update(scalars, **({"values": values} if values else {}))
+    params["seed"] = content_seed(op.name, params.items())
+    return Case.of(op.name, **params)
 
 
 @pytest.mark.parametrize("drop, values, scalars", [

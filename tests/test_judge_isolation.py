@@ -181,7 +181,9 @@ def test_an_output_that_cannot_be_sent_at_all_fails_the_kernel_with_the_reason()
 # bug class: state kept between calls, invisible to any single call and to a second call on the same values
 @pytest.mark.parametrize("name, check, words", [
     ("caches_by_pointer", "fresh_inputs", " wrong"),  # A's copies may land on a cached address too
-    ("reuses_output_buffer", "fresh_inputs", "the output the kernel returned for the case's own call changed"),
+    # the shared buffer shows as A's output changing under B, or as B wrong where A's output was read first
+    ("reuses_output_buffer", "fresh_inputs", ("the output the kernel returned for the case's own call changed",
+                                              "state kept between calls")),
     ("inference_path_drops_eps", "no_grad", "under torch.no_grad wrong"),
     ("shared_workspace", "fresh_inputs", "A wrong"),
     ("frozen_x_drops_dgamma", "fresh_inputs", "only dgamma asked for) before A's backward: A within tolerance; B wrong"),
@@ -195,7 +197,9 @@ def test_state_kept_between_calls_fails(tmp_path, name, check, words):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     data = json.loads((report / "verify.json").read_text())
     found = failures(data, check)
-    assert found and all(words in r["message"] for r in found), [r["message"] for r in found][:3]
+    alternatives = (words,) if isinstance(words, str) else words
+    assert found and all(any(w in r["message"] for w in alternatives) for r in found), [r["message"] for r in found][:3]
+    assert any(alternatives[0] in r["message"] for r in found)  # the first, most specific, is said at least once
 
 
 # bug class: under a long $TMPDIR (a deep CI workspace, pytest's tmp_path) the judge could not hand
