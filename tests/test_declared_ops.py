@@ -411,7 +411,8 @@ def test_neg_inf_rows_keep_a_finite_value_and_labels_avoid_masked_classes():
         kept = moved != ignore
         assert (moved == ignore).equal(t == ignore)  # ignored rows stay ignored, no other row becomes so
         assert torch.isfinite(x[kept.nonzero().squeeze(1), moved[kept]]).all()
-    case = next(c for c in spec("cross_entropy").floor_cases(backend="interpreter") if c["values"] == "neg_inf")
+    case = next(c for c in spec("cross_entropy").floor_cases(backend="interpreter")
+                if c["values"] == "neg_inf" and int(c["V"]) > 2)  # one class cannot be masked
     inputs = spec("cross_entropy").make_inputs(case, "cpu")
     assert (inputs.args[0] == float("-inf")).any() and math.isfinite(float(spec("cross_entropy").oracle(inputs)["loss"]))
 
