@@ -14,7 +14,8 @@ Backward, with upstream gradient u of the scalar loss and p = exp(x - m) / s per
     dx[i, j] = u / n_valid * (p[i, j] - [j == t_i])     valid rows
     dx[i, j] = 0 * (...)                                ignored rows: 0, NaN where the row holds inf/NaN (as torch)
 
-Layout of the work: one program per row, passes over column blocks of BLOCK =
+Layout of the work: one program per ROWS rows (several where rows are narrow:
+_rows_per_program), passes over [ROWS, BLOCK] tiles with BLOCK =
 min(next_power_of_2(V), MAX_BLOCK), so any V works; the mean is one program looping over
 the rows (a fixed order: the loss is deterministic), which also counts n_valid for the
 backward. Every load is upcast to fp32 before any arithmetic (this is also what keeps bf16
@@ -51,35 +52,39 @@ def _cross_entropy_forward(
     LOSS,  # [N] fp32, loss of each row (0 on ignored rows)
     MAX,  # [N] fp32, max of each row, for the backward
     SUM,  # [N] fp32, sum of exp(x - max) of each row, for the backward
+    n_rows,  # N, the rows of logits
     V,
     stride_xm,
     stride_xn,
     stride_t,
     ignore_index,
+    ROWS: tl.constexpr,  # rows per program: [ROWS, BLOCK] tiles, one reduction per row
     BLOCK: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]  # [ROWS, 1]
+    in_rows = row < n_rows
     x_row = X + row * stride_xm
-    t = tl.load(T + row * stride_t)
+    # a padding row (row >= n_rows) reads as ignored: nothing of it is loaded past its mask or stored
+    t = tl.load(T + row * stride_t, mask=in_rows, other=ignore_index)
     valid = t != ignore_index
-    m_acc = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
+    m_acc = tl.full([ROWS, BLOCK], float("-inf"), dtype=tl.float32)
     for start in range(0, V, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < V, other=float("-inf")).to(tl.float32)
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=in_rows & (cols < V), other=float("-inf")).to(tl.float32)
         m_acc = tl.maximum(m_acc, x)
-    m = tl.max(m_acc, axis=0)
-    s_acc = tl.zeros([BLOCK], dtype=tl.float32)
+    m = tl.max(m_acc, axis=1)[:, None]
+    s_acc = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
     for start in range(0, V, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < V, other=float("-inf")).to(tl.float32)
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=in_rows & (cols < V), other=float("-inf")).to(tl.float32)
         s_acc += tl.exp(x - m)
-    s = tl.sum(s_acc, axis=0)
+    s = tl.sum(s_acc, axis=1)[:, None]
     # an ignored row's target may be any value (-100): its load is masked off and its loss dropped
     x_t = tl.load(x_row + t * stride_xn, mask=valid, other=0.0).to(tl.float32)
     loss = tl.log(s) + (m - x_t)
-    tl.store(LOSS + row, tl.where(valid, loss, 0.0))
-    tl.store(MAX + row, m)
-    tl.store(SUM + row, s)
+    tl.store(LOSS + row, tl.where(valid, loss, 0.0), mask=in_rows)
+    tl.store(MAX + row, m, mask=in_rows)
+    tl.store(SUM + row, s, mask=in_rows)
 
 
 @triton.jit
@@ -117,24 +122,27 @@ def _cross_entropy_backward(
     COUNT,  # [1] int32, n_valid, from the forward
     DLOSS,  # [] upstream gradient of the scalar loss
     DX,  # [N, V] output, contiguous
+    n_rows,  # N, the rows of logits
     V,
     stride_xm,
     stride_xn,
     stride_t,
     ignore_index,
+    ROWS: tl.constexpr,  # rows per program: [ROWS, BLOCK] tiles
     BLOCK: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]  # [ROWS, 1]
+    in_rows = row < n_rows
     x_row = X + row * stride_xm
-    t = tl.load(T + row * stride_t)
+    t = tl.load(T + row * stride_t, mask=in_rows, other=ignore_index)
     valid = t != ignore_index
-    m = tl.load(MAX + row)
-    s = tl.load(SUM + row)
+    m = tl.load(MAX + row, mask=in_rows)
+    s = tl.load(SUM + row, mask=in_rows)
     n_valid = tl.load(COUNT).to(tl.float32)
     scale = tl.load(DLOSS).to(tl.float32) / tl.maximum(n_valid, 1.0)
     for start in range(0, V, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        mask = cols < V
+        mask = in_rows & (cols < V)
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")).to(tl.float32)
         p = tl.exp(x - m) / s
         dx = scale * (p - tl.where(cols == t, 1.0, 0.0))
@@ -148,6 +156,18 @@ def _block(v: int) -> int:
 
 def _num_warps(block: int) -> int:
     return 4 if block <= 1024 else 8
+
+
+def _rows_per_program(n: int, block: int, device: torch.device) -> int:
+    """Rows of one program's [ROWS, BLOCK] tiles: several where a row is narrow.
+
+    On a GPU a tile stays at 2048 elements at most, so a row of 2048 classes or more keeps one
+    program per row (the plan the LLM-size figures were measured with). In the interpreter each
+    program runs one after another with Python overhead per operation, so wider tiles cut the
+    programs of a many-row, narrow case (N = 255, V = 7: 255 programs -> 4).
+    """
+    budget, most = (2048, 16) if device.type == "cuda" else (4096, 64)
+    return max(1, min(most, budget // block, triton.next_power_of_2(n)))
 
 
 def check_contract(logits: torch.Tensor, target: torch.Tensor, ignore_index: int) -> None:
@@ -191,10 +211,11 @@ def _forward(logits, target, ignore_index):
     count = torch.empty(1, dtype=torch.int32, device=device)
     if n:
         block = _block(v)
-        launch(_cross_entropy_forward, (n,),
-            logits, target, row_loss, row_max, row_sum, v,
+        rows = _rows_per_program(n, block, device)
+        launch(_cross_entropy_forward, (triton.cdiv(n, rows),),
+            logits, target, row_loss, row_max, row_sum, n, v,
             logits.stride(0), logits.stride(1), target.stride(0), ignore_index,
-            BLOCK=block, num_warps=_num_warps(block),
+            ROWS=rows, BLOCK=block, num_warps=_num_warps(block),
         )
     launch(_cross_entropy_mean, (1,),
         row_loss, target, loss, count, n, target.stride(0), ignore_index, BLOCK=MEAN_BLOCK
@@ -209,10 +230,11 @@ def _backward(logits, target, row_max, row_sum, count, dloss, ignore_index):
     dx = torch.empty((n, v), dtype=logits.dtype, device=logits.device)
     if n:
         block = _block(v)
-        launch(_cross_entropy_backward, (n,),
-            logits, target, row_max, row_sum, count, dloss, dx, v,
+        rows = _rows_per_program(n, block, logits.device)
+        launch(_cross_entropy_backward, (triton.cdiv(n, rows),),
+            logits, target, row_max, row_sum, count, dloss, dx, n, v,
             logits.stride(0), logits.stride(1), target.stride(0), ignore_index,
-            BLOCK=block, num_warps=_num_warps(block),
+            ROWS=rows, BLOCK=block, num_warps=_num_warps(block),
         )
     return dx
 

@@ -13,8 +13,9 @@ Backward, with xhat = (x - mu) * r and g = dy * weight
     dweight = sum over rows of dy * xhat                    sums over the M rows, never means
     dbias   = sum over rows of dy
 
-Layout of the work: the forward and dx run one program per row and loop over column blocks
-of BLOCK = min(next_power_of_2(N), MAX_BLOCK), so any N works; every load is upcast to fp32
+Layout of the work: the forward and dx run one program per ROWS rows (several where rows are
+narrow: _rows_per_program) and loop over [ROWS, BLOCK] tiles with
+BLOCK = min(next_power_of_2(N), MAX_BLOCK), so any N works; every load is upcast to fp32
 before any arithmetic (this is also what keeps bf16 right in the Triton interpreter).
 dweight and dbias run a grid of (column block, row group): each program writes one private
 row of fp32 partial sums (no atomics), which a second kernel reduces over the row groups.
@@ -52,40 +53,43 @@ def _layer_norm_forward(
     Y,  # [M, N] output, contiguous
     MEAN,  # [M] fp32, mean of each row, for the backward
     RSTD,  # [M] fp32, 1 / sqrt(var + eps) of each row, for the backward
+    M,
     N,
     stride_xm,
     stride_xn,
     stride_w,
     stride_b,
     eps,
+    ROWS: tl.constexpr,  # rows per program: [ROWS, BLOCK] tiles, one reduction per row
     BLOCK: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]  # [ROWS, 1]
+    in_rows = row < M
     x_row = X + row * stride_xm
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    acc = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < N, other=0.0).to(tl.float32)
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=in_rows & (cols < N), other=0.0).to(tl.float32)
         acc += x
-    mean = tl.sum(acc, axis=0) / N
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    mean = tl.sum(acc, axis=1)[:, None] / N
+    acc = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        mask = cols < N
+        mask = in_rows & (cols < N)
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0).to(tl.float32)
         d = tl.where(mask, x - mean, 0.0)
         acc += d * d
-    rstd = tl.rsqrt(tl.sum(acc, axis=0) / N + eps)
+    rstd = tl.rsqrt(tl.sum(acc, axis=1)[:, None] / N + eps)
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        mask = cols < N
+        mask = in_rows & (cols < N)
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0).to(tl.float32)
-        w = tl.load(W + cols.to(tl.int64) * stride_w, mask=mask, other=0.0).to(tl.float32)
-        b = tl.load(B + cols.to(tl.int64) * stride_b, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(W + cols.to(tl.int64) * stride_w, mask=cols < N, other=0.0).to(tl.float32)
+        b = tl.load(B + cols.to(tl.int64) * stride_b, mask=cols < N, other=0.0).to(tl.float32)
         y = (x - mean) * rstd * w + b
         tl.store(Y + row * N + cols, y.to(Y.dtype.element_ty), mask=mask)
-    tl.store(MEAN + row, mean)
-    tl.store(RSTD + row, rstd)
+    tl.store(MEAN + row, mean, mask=in_rows)
+    tl.store(RSTD + row, rstd, mask=in_rows)
 
 
 @triton.jit
@@ -96,38 +100,41 @@ def _layer_norm_backward_dx(
     MEAN,  # [M] fp32 from the forward
     RSTD,  # [M] fp32 from the forward
     DX,  # [M, N] output, contiguous
+    M,
     N,
     stride_xm,
     stride_xn,
     stride_w,
     stride_dym,
     stride_dyn,
+    ROWS: tl.constexpr,  # rows per program: [ROWS, BLOCK] tiles, one reduction per row
     BLOCK: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]  # [ROWS, 1]
+    in_rows = row < M
     x_row = X + row * stride_xm
     dy_row = DY + row * stride_dym
-    mean = tl.load(MEAN + row)
-    rstd = tl.load(RSTD + row)
-    acc_gx = tl.zeros([BLOCK], dtype=tl.float32)
-    acc_g = tl.zeros([BLOCK], dtype=tl.float32)
+    mean = tl.load(MEAN + row, mask=in_rows)
+    rstd = tl.load(RSTD + row, mask=in_rows)
+    acc_gx = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
+    acc_g = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        mask = cols < N
+        mask = in_rows & (cols < N)
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0).to(tl.float32)
-        w = tl.load(W + cols.to(tl.int64) * stride_w, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(W + cols.to(tl.int64) * stride_w, mask=cols < N, other=0.0).to(tl.float32)
         dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
         xhat = (x - mean) * rstd  # padding lanes: xhat = -mean * rstd, but g = 0 there
         g = dy * w
         acc_gx += g * xhat
         acc_g += g
-    mean_gx = tl.sum(acc_gx, axis=0) / N
-    mean_g = tl.sum(acc_g, axis=0) / N
+    mean_gx = tl.sum(acc_gx, axis=1)[:, None] / N
+    mean_g = tl.sum(acc_g, axis=1)[:, None] / N
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        mask = cols < N
+        mask = in_rows & (cols < N)
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=0.0).to(tl.float32)
-        w = tl.load(W + cols.to(tl.int64) * stride_w, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(W + cols.to(tl.int64) * stride_w, mask=cols < N, other=0.0).to(tl.float32)
         dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
         xhat = (x - mean) * rstd
         dx = (dy * w - mean_g - xhat * mean_gx) * rstd
@@ -201,6 +208,18 @@ def _num_warps(block: int) -> int:
     return 4 if block <= 1024 else 8
 
 
+def _rows_per_program(m: int, block: int, device: torch.device) -> int:
+    """Rows of one program's [ROWS, BLOCK] tiles in the forward and dx: several where a row is narrow.
+
+    On a GPU a tile stays at 2048 elements at most, so a row of 2048 columns or more keeps one
+    program per row (the plan the LLM-size figures were measured with). In the interpreter each
+    program runs one after another with Python overhead per operation, so wider tiles cut the
+    programs of a many-row, narrow case (M = 257, N = 7: 257 programs -> 5).
+    """
+    budget, most = (2048, 16) if device.type == "cuda" else (4096, 64)
+    return max(1, min(most, budget // block, triton.next_power_of_2(m)))
+
+
 def _dwdb_plan(m: int, n: int, device: torch.device) -> tuple[int, int, int]:
     """(BLOCK_N, rows per loop iteration, row groups) of the dweight/dbias reduction.
 
@@ -243,10 +262,11 @@ def _forward(x, weight, bias, eps):
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     if m:
         block = _block(n)
-        launch(_layer_norm_forward, (m,),
-            x, weight, bias, y, mean, rstd, n,
+        rows = _rows_per_program(m, block, x.device)
+        launch(_layer_norm_forward, (triton.cdiv(m, rows),),
+            x, weight, bias, y, mean, rstd, m, n,
             x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), float(eps),
-            BLOCK=block, num_warps=_num_warps(block),
+            ROWS=rows, BLOCK=block, num_warps=_num_warps(block),
         )
     return y, mean, rstd
 
@@ -267,10 +287,11 @@ def _backward(x, weight, dy, mean, rstd, need_dx: bool, need_dwdb: bool):
         dx = torch.empty((m, n), dtype=x.dtype, device=x.device)
         if m:
             block = _block(n)
-            launch(_layer_norm_backward_dx, (m,),
-                x, weight, dy, mean, rstd, dx, n,
+            rows = _rows_per_program(m, block, x.device)
+            launch(_layer_norm_backward_dx, (triton.cdiv(m, rows),),
+                x, weight, dy, mean, rstd, dx, m, n,
                 x.stride(0), x.stride(1), weight.stride(0), dy.stride(0), dy.stride(1),
-                BLOCK=block, num_warps=_num_warps(block),
+                ROWS=rows, BLOCK=block, num_warps=_num_warps(block),
             )
     if need_dwdb:
         dweight = torch.empty(n, dtype=weight.dtype, device=x.device)

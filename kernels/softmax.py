@@ -14,7 +14,8 @@ Why m and s rather than y or logsumexp: y in fp16/bf16 carries its dtype's round
 which then cancels against dy; and m + log(s) rounds away log(s) entirely on rows of large
 values (fp32 at -1e9 has an ulp of 64), while exp(x - m) / s keeps every digit.
 
-Layout of the work: one program per row, three passes over column blocks of BLOCK =
+Layout of the work: one program per ROWS rows (several where rows are narrow:
+_rows_per_program), three passes over [ROWS, BLOCK] tiles with BLOCK =
 min(next_power_of_2(N), MAX_BLOCK) (max, sum, write; the backward two), so any N works.
 Padding lanes load -inf, which exp maps to 0; every load is upcast to fp32 before any
 arithmetic (this is also what keeps bf16 right in the Triton interpreter). Row offsets are
@@ -48,33 +49,36 @@ def _softmax_forward(
     Y,  # [M, N] output, contiguous
     MAX,  # [M] fp32, max of each row, for the backward
     SUM,  # [M] fp32, sum of exp(x - max) of each row, for the backward
+    M,
     N,
     stride_xm,
     stride_xn,
+    ROWS: tl.constexpr,  # rows per program: [ROWS, BLOCK] tiles, one reduction per row
     BLOCK: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]  # [ROWS, 1]
+    in_rows = row < M
     x_row = X + row * stride_xm
-    m_acc = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
+    m_acc = tl.full([ROWS, BLOCK], float("-inf"), dtype=tl.float32)
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < N, other=float("-inf")).to(tl.float32)
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=in_rows & (cols < N), other=float("-inf")).to(tl.float32)
         m_acc = tl.maximum(m_acc, x)
-    m = tl.max(m_acc, axis=0)
-    s_acc = tl.zeros([BLOCK], dtype=tl.float32)
+    m = tl.max(m_acc, axis=1)[:, None]
+    s_acc = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < N, other=float("-inf")).to(tl.float32)
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=in_rows & (cols < N), other=float("-inf")).to(tl.float32)
         s_acc += tl.exp(x - m)
-    s = tl.sum(s_acc, axis=0)
+    s = tl.sum(s_acc, axis=1)[:, None]
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        mask = cols < N
+        mask = in_rows & (cols < N)
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")).to(tl.float32)
         y = tl.exp(x - m) / s
         tl.store(Y + row * N + cols, y.to(Y.dtype.element_ty), mask=mask)
-    tl.store(MAX + row, m)
-    tl.store(SUM + row, s)
+    tl.store(MAX + row, m, mask=in_rows)
+    tl.store(SUM + row, s, mask=in_rows)
 
 
 @triton.jit
@@ -84,29 +88,32 @@ def _softmax_backward(
     MAX,  # [M] fp32 from the forward
     SUM,  # [M] fp32 from the forward
     DX,  # [M, N] output, contiguous
+    M,
     N,
     stride_xm,
     stride_xn,
     stride_dym,
     stride_dyn,
+    ROWS: tl.constexpr,  # rows per program: [ROWS, BLOCK] tiles, one reduction per row
     BLOCK: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]  # [ROWS, 1]
+    in_rows = row < M
     x_row = X + row * stride_xm
     dy_row = DY + row * stride_dym
-    m = tl.load(MAX + row)
-    s = tl.load(SUM + row)
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    m = tl.load(MAX + row, mask=in_rows)
+    s = tl.load(SUM + row, mask=in_rows)
+    acc = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        mask = cols < N
+        mask = in_rows & (cols < N)
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")).to(tl.float32)
         dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
         acc += tl.exp(x - m) / s * dy
-    c = tl.sum(acc, axis=0)
+    c = tl.sum(acc, axis=1)[:, None]
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        mask = cols < N
+        mask = in_rows & (cols < N)
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")).to(tl.float32)
         dy = tl.load(dy_row + cols.to(tl.int64) * stride_dyn, mask=mask, other=0.0).to(tl.float32)
         dx = tl.exp(x - m) / s * (dy - c)
@@ -119,6 +126,18 @@ def _block(n: int) -> int:
 
 def _num_warps(block: int) -> int:
     return 4 if block <= 1024 else 8
+
+
+def _rows_per_program(m: int, block: int, device: torch.device) -> int:
+    """Rows of one program's [ROWS, BLOCK] tiles: several where a row is narrow.
+
+    On a GPU a tile stays at 2048 elements at most, so a row of 2048 columns or more keeps one
+    program per row (the plan the LLM-size figures were measured with). In the interpreter each
+    program runs one after another with Python overhead per operation, so wider tiles cut the
+    programs of a many-row, narrow case (M = 257, N = 7: 257 programs -> 5).
+    """
+    budget, most = (2048, 16) if device.type == "cuda" else (4096, 64)
+    return max(1, min(most, budget // block, triton.next_power_of_2(m)))
 
 
 def check_contract(x: torch.Tensor) -> None:
@@ -137,8 +156,10 @@ def _forward(x):
     row_sum = torch.empty(m, dtype=torch.float32, device=x.device)
     if m and n:
         block = _block(n)
-        launch(_softmax_forward, (m,),
-            x, y, row_max, row_sum, n, x.stride(0), x.stride(1), BLOCK=block, num_warps=_num_warps(block)
+        rows = _rows_per_program(m, block, x.device)
+        launch(_softmax_forward, (triton.cdiv(m, rows),),
+            x, y, row_max, row_sum, m, n, x.stride(0), x.stride(1), ROWS=rows, BLOCK=block,
+            num_warps=_num_warps(block),
         )
     return y, row_max, row_sum
 
@@ -150,9 +171,10 @@ def _backward(x, dy, row_max, row_sum):
     dx = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if m and n:
         block = _block(n)
-        launch(_softmax_backward, (m,),
-            x, dy, row_max, row_sum, dx, n, x.stride(0), x.stride(1), dy.stride(0), dy.stride(1),
-            BLOCK=block, num_warps=_num_warps(block),
+        rows = _rows_per_program(m, block, x.device)
+        launch(_softmax_backward, (triton.cdiv(m, rows),),
+            x, dy, row_max, row_sum, dx, m, n, x.stride(0), x.stride(1), dy.stride(0), dy.stride(1),
+            ROWS=rows, BLOCK=block, num_warps=_num_warps(block),
         )
     return dx
 

@@ -53,7 +53,7 @@ CATALOG = [
         bug_class="mask",
         function=None,
         patches=[
-            ("tl.store(LOSS + row, tl.where(valid, loss, 0.0))", "tl.store(LOSS + row, loss)"),
+            ("tl.store(LOSS + row, tl.where(valid, loss, 0.0), mask=in_rows)", "tl.store(LOSS + row, loss, mask=in_rows)"),
             ("tl.load(LOSS + rows, mask=valid, other=0.0)", "tl.load(LOSS + rows, mask=mask, other=0.0)"),
             ("count += valid.to(tl.int32)", "count += mask.to(tl.int32)"),
         ],
@@ -84,7 +84,7 @@ CATALOG = [
         patches=[
             ("s_acc += tl.exp(x - m)", "s_acc += tl.exp(x)"),
             ("loss = tl.log(s) + (m - x_t)", "loss = tl.log(s) - x_t"),
-            ("tl.store(MAX + row, m)", "tl.store(MAX + row, m * 0.0)"),
+            ("tl.store(MAX + row, m, mask=in_rows)", "tl.store(MAX + row, m * 0.0, mask=in_rows)"),
         ],
         why="the naive log(sum(exp(x))) without the max shift overflows for logits above about 88",
     ),

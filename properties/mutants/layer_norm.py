@@ -21,8 +21,8 @@ CATALOG = [
         name="cat.var_bessel",
         bug_class="reduction-length",
         function="_layer_norm_forward",
-        old="tl.sum(acc, axis=0) / N + eps",
-        new="tl.sum(acc, axis=0) / (N - 1) + eps",
+        old="tl.sum(acc, axis=1)[:, None] / N + eps",
+        new="tl.sum(acc, axis=1)[:, None] / (N - 1) + eps",
         why="the sample variance (Bessel's 1/(N-1), torch.var's default) instead of the "
         "population variance LayerNorm uses; at N = 1 it divides by zero",
     ),
@@ -30,8 +30,8 @@ CATALOG = [
         name="cat.mean_over_block",
         bug_class="reduction-length",
         function="_layer_norm_forward",
-        old="mean = tl.sum(acc, axis=0) / N",
-        new="mean = tl.sum(acc, axis=0) / BLOCK",
+        old="mean = tl.sum(acc, axis=1)[:, None] / N",
+        new="mean = tl.sum(acc, axis=1)[:, None] / BLOCK",
         why="the mean divides by the padded BLOCK instead of N; invisible whenever N is a "
         "multiple of BLOCK",
     ),
@@ -50,7 +50,7 @@ CATALOG = [
         function="_layer_norm_forward",
         patches=[
             ("acc += d * d", "acc += x * x"),
-            ("tl.sum(acc, axis=0) / N + eps", "tl.sum(acc, axis=0) / N - mean * mean + eps"),
+            ("tl.sum(acc, axis=1)[:, None] / N + eps", "tl.sum(acc, axis=1)[:, None] / N - mean * mean + eps"),
         ],
         why="var = E[x^2] - E[x]^2 in fp32 cancels catastrophically on rows with a large common "
         "offset (the textbook one-pass formula)",

@@ -39,7 +39,7 @@ CATALOG = [
         patches=[
             ("s_acc += tl.exp(x - m)", "s_acc += tl.exp(x)"),
             ("y = tl.exp(x - m) / s", "y = tl.exp(x) / s"),
-            ("tl.store(MAX + row, m)", "tl.store(MAX + row, m * 0.0)"),
+            ("tl.store(MAX + row, m, mask=in_rows)", "tl.store(MAX + row, m * 0.0, mask=in_rows)"),
         ],
         why="the naive softmax exp(x) / sum(exp(x)) without the max shift: exp overflows to inf "
         "for x above about 88 (fp32) and the row becomes NaN",
@@ -123,24 +123,24 @@ CATALOG = [
         bug_class="nonfinite",
         function="_softmax_forward",
         patches=[
-            ("""    m = tl.max(m_acc, axis=0)
-    s_acc = tl.zeros([BLOCK], dtype=tl.float32)
+            ("""    m = tl.max(m_acc, axis=1)[:, None]
+    s_acc = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=cols < N, other=float("-inf")).to(tl.float32)
+        x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=in_rows & (cols < N), other=float("-inf")).to(tl.float32)
         s_acc += tl.exp(x - m)
-    s = tl.sum(s_acc, axis=0)""", """    m = tl.max(m_acc, axis=0)
-    m_acc = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
-    s_acc = tl.zeros([BLOCK], dtype=tl.float32)
+    s = tl.sum(s_acc, axis=1)[:, None]""", """    m = tl.max(m_acc, axis=1)[:, None]
+    m_acc = tl.full([ROWS, BLOCK], float("-inf"), dtype=tl.float32)
+    s_acc = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
     for start in range(0, N, BLOCK):
         cols = start + tl.arange(0, BLOCK)
-        mask = cols < N
+        mask = in_rows & (cols < N)
         x = tl.load(x_row + cols.to(tl.int64) * stride_xn, mask=mask, other=float("-inf")).to(tl.float32)
         m_new = tl.maximum(m_acc, x)
         s_new = s_acc * tl.exp(m_acc - m_new) + tl.exp(x - m_new)
         s_acc = tl.where(mask, s_new, s_acc)
         m_acc = tl.where(mask, m_new, m_acc)
-    s = tl.sum(s_acc * tl.exp(m_acc - m), axis=0)"""),
+    s = tl.sum(s_acc * tl.exp(m_acc - m), axis=1)[:, None]"""),
         ],
         why="an online (running max) sum per lane whose rescaling exp(m_old - m_new) is not "
         "guarded for a lane that has seen only -inf so far: exp(-inf - (-inf)) = NaN, and a row "
