@@ -85,7 +85,6 @@ def launch(fn: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> None:
     )
 
 
-
 @functools.lru_cache(maxsize=None)
 def _multiprocessors(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
@@ -95,6 +94,19 @@ def multiprocessors(device: torch.device) -> int:
     """The CUDA device's multiprocessor count, asked once per device (the query costs host time on
     every backward otherwise)."""
     return _multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def rows_per_program(rows: int, block: int, device: torch.device) -> int:
+    """Rows of one program's [ROWS, BLOCK] tiles in a row-wise kernel: several where a row is narrow.
+
+    On a GPU a tile stays at 2048 elements and 16 rows at most, so a row of 2048 columns or more
+    keeps one program per row (the plan the LLM-size figures were measured with). In the
+    interpreter each program runs one after another with Python overhead per operation, so wider
+    tiles cut the programs of a many-row, narrow case (257 rows of 7 columns: 257 programs -> 5).
+    A power of two (a tile's shape), never above the rows' own next power of two.
+    """
+    budget, most = (2048, 16) if device.type == "cuda" else (4096, 64)
+    return max(1, min(most, budget // block, 1 << max(rows - 1, 0).bit_length()))
 
 
 def runtime_args(*names: str) -> dict[str, tuple[str, ...]]:

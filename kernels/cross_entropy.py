@@ -15,7 +15,7 @@ Backward, with upstream gradient u of the scalar loss and p = exp(x - m) / s per
     dx[i, j] = 0 * (...)                                ignored rows: 0, NaN where the row holds inf/NaN (as torch)
 
 Layout of the work: one program per ROWS rows (several where rows are narrow:
-_rows_per_program), passes over [ROWS, BLOCK] tiles with BLOCK =
+kernels._launch.rows_per_program), passes over [ROWS, BLOCK] tiles with BLOCK =
 min(next_power_of_2(V), MAX_BLOCK), so any V works; the mean is one program looping over
 the rows (a fixed order: the loss is deterministic), which also counts n_valid for the
 backward. Every load is upcast to fp32 before any arithmetic (this is also what keeps bf16
@@ -37,7 +37,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_runnable_device, require_tensors
-from kernels._launch import launch
+from kernels._launch import launch, rows_per_program
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
@@ -158,18 +158,6 @@ def _num_warps(block: int) -> int:
     return 4 if block <= 1024 else 8
 
 
-def _rows_per_program(n: int, block: int, device: torch.device) -> int:
-    """Rows of one program's [ROWS, BLOCK] tiles: several where a row is narrow.
-
-    On a GPU a tile stays at 2048 elements at most, so a row of 2048 classes or more keeps one
-    program per row (the plan the LLM-size figures were measured with). In the interpreter each
-    program runs one after another with Python overhead per operation, so wider tiles cut the
-    programs of a many-row, narrow case (N = 255, V = 7: 255 programs -> 4).
-    """
-    budget, most = (2048, 16) if device.type == "cuda" else (4096, 64)
-    return max(1, min(most, budget // block, triton.next_power_of_2(n)))
-
-
 def check_contract(logits: torch.Tensor, target: torch.Tensor, ignore_index: int) -> None:
     """Raise before anything is allocated or launched if the inputs are outside the contract.
 
@@ -211,7 +199,7 @@ def _forward(logits, target, ignore_index):
     count = torch.empty(1, dtype=torch.int32, device=device)
     if n:
         block = _block(v)
-        rows = _rows_per_program(n, block, device)
+        rows = rows_per_program(n, block, device)
         launch(_cross_entropy_forward, (triton.cdiv(n, rows),),
             logits, target, row_loss, row_max, row_sum, n, v,
             logits.stride(0), logits.stride(1), target.stride(0), ignore_index,
@@ -230,7 +218,7 @@ def _backward(logits, target, row_max, row_sum, count, dloss, ignore_index):
     dx = torch.empty((n, v), dtype=logits.dtype, device=logits.device)
     if n:
         block = _block(v)
-        rows = _rows_per_program(n, block, logits.device)
+        rows = rows_per_program(n, block, logits.device)
         launch(_cross_entropy_backward, (triton.cdiv(n, rows),),
             logits, target, row_max, row_sum, count, dloss, dx, n, v,
             logits.stride(0), logits.stride(1), target.stride(0), ignore_index,

@@ -14,7 +14,7 @@ Backward, with xhat = (x - mu) * r and g = dy * weight
     dbias   = sum over rows of dy
 
 Layout of the work: the forward and dx run one program per ROWS rows (several where rows are
-narrow: _rows_per_program) and loop over [ROWS, BLOCK] tiles with
+narrow: kernels._launch.rows_per_program) and loop over [ROWS, BLOCK] tiles with
 BLOCK = min(next_power_of_2(N), MAX_BLOCK), so any N works; every load is upcast to fp32
 before any arithmetic (this is also what keeps bf16 right in the Triton interpreter).
 dweight and dbias run a grid of (column block, row group): each program writes one private
@@ -38,7 +38,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import as_rows, require_float, require_like, require_runnable_device, require_tensors
-from kernels._launch import launch, multiprocessors
+from kernels._launch import launch, multiprocessors, rows_per_program
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
@@ -208,18 +208,6 @@ def _num_warps(block: int) -> int:
     return 4 if block <= 1024 else 8
 
 
-def _rows_per_program(m: int, block: int, device: torch.device) -> int:
-    """Rows of one program's [ROWS, BLOCK] tiles in the forward and dx: several where a row is narrow.
-
-    On a GPU a tile stays at 2048 elements at most, so a row of 2048 columns or more keeps one
-    program per row (the plan the LLM-size figures were measured with). In the interpreter each
-    program runs one after another with Python overhead per operation, so wider tiles cut the
-    programs of a many-row, narrow case (M = 257, N = 7: 257 programs -> 5).
-    """
-    budget, most = (2048, 16) if device.type == "cuda" else (4096, 64)
-    return max(1, min(most, budget // block, triton.next_power_of_2(m)))
-
-
 def _dwdb_plan(m: int, n: int, device: torch.device) -> tuple[int, int, int]:
     """(BLOCK_N, rows per loop iteration, row groups) of the dweight/dbias reduction.
 
@@ -262,7 +250,7 @@ def _forward(x, weight, bias, eps):
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     if m:
         block = _block(n)
-        rows = _rows_per_program(m, block, x.device)
+        rows = rows_per_program(m, block, x.device)
         launch(_layer_norm_forward, (triton.cdiv(m, rows),),
             x, weight, bias, y, mean, rstd, m, n,
             x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), float(eps),
@@ -287,7 +275,7 @@ def _backward(x, weight, dy, mean, rstd, need_dx: bool, need_dwdb: bool):
         dx = torch.empty((m, n), dtype=x.dtype, device=x.device)
         if m:
             block = _block(n)
-            rows = _rows_per_program(m, block, x.device)
+            rows = rows_per_program(m, block, x.device)
             launch(_layer_norm_backward_dx, (triton.cdiv(m, rows),),
                 x, weight, dy, mean, rstd, dx, m, n,
                 x.stride(0), x.stride(1), weight.stride(0), dy.stride(0), dy.stride(1),

@@ -15,7 +15,7 @@ which then cancels against dy; and m + log(s) rounds away log(s) entirely on row
 values (fp32 at -1e9 has an ulp of 64), while exp(x - m) / s keeps every digit.
 
 Layout of the work: one program per ROWS rows (several where rows are narrow:
-_rows_per_program), three passes over [ROWS, BLOCK] tiles with BLOCK =
+kernels._launch.rows_per_program), three passes over [ROWS, BLOCK] tiles with BLOCK =
 min(next_power_of_2(N), MAX_BLOCK) (max, sum, write; the backward two), so any N works.
 Padding lanes load -inf, which exp maps to 0; every load is upcast to fp32 before any
 arithmetic (this is also what keeps bf16 right in the Triton interpreter). Row offsets are
@@ -36,7 +36,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import as_rows, require_float, require_runnable_device, require_tensors
-from kernels._launch import launch
+from kernels._launch import launch, rows_per_program
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
@@ -128,18 +128,6 @@ def _num_warps(block: int) -> int:
     return 4 if block <= 1024 else 8
 
 
-def _rows_per_program(m: int, block: int, device: torch.device) -> int:
-    """Rows of one program's [ROWS, BLOCK] tiles: several where a row is narrow.
-
-    On a GPU a tile stays at 2048 elements at most, so a row of 2048 columns or more keeps one
-    program per row (the plan the LLM-size figures were measured with). In the interpreter each
-    program runs one after another with Python overhead per operation, so wider tiles cut the
-    programs of a many-row, narrow case (M = 257, N = 7: 257 programs -> 5).
-    """
-    budget, most = (2048, 16) if device.type == "cuda" else (4096, 64)
-    return max(1, min(most, budget // block, triton.next_power_of_2(m)))
-
-
 def check_contract(x: torch.Tensor) -> None:
     """Raise before anything is allocated or launched if the input is outside the contract."""
     require_tensors(("x", x))
@@ -156,7 +144,7 @@ def _forward(x):
     row_sum = torch.empty(m, dtype=torch.float32, device=x.device)
     if m and n:
         block = _block(n)
-        rows = _rows_per_program(m, block, x.device)
+        rows = rows_per_program(m, block, x.device)
         launch(_softmax_forward, (triton.cdiv(m, rows),),
             x, y, row_max, row_sum, m, n, x.stride(0), x.stride(1), ROWS=rows, BLOCK=block,
             num_warps=_num_warps(block),
@@ -171,7 +159,7 @@ def _backward(x, dy, row_max, row_sum):
     dx = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if m and n:
         block = _block(n)
-        rows = _rows_per_program(m, block, x.device)
+        rows = rows_per_program(m, block, x.device)
         launch(_softmax_backward, (triton.cdiv(m, rows),),
             x, dy, row_max, row_sum, dx, m, n, x.stride(0), x.stride(1), dy.stride(0), dy.stride(1),
             ROWS=rows, BLOCK=block, num_warps=_num_warps(block),

@@ -102,3 +102,21 @@ def test_unexpected_internals_take_the_standard_path(fake):
 def test_the_interpreter_takes_the_standard_path():
     # under TRITON_INTERPRET=1 (the test session's setting) @triton.jit gives an InterpretedFunction
     assert not L._fast_path_possible(K._rmsnorm_forward)
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_rows_per_program_tiles_narrow_rows_and_keeps_wide_rows_alone(device):
+    import torch
+
+    dev = torch.device(device)
+    for rows in (1, 2, 3, 7, 255, 257, 4096):
+        for block in (1, 8, 64, 1024, 2048, 4096, 65536):
+            r = L.rows_per_program(rows, block, dev)
+            assert r >= 1 and r & (r - 1) == 0, (rows, block, r)  # a tile's shape: a power of two
+            assert r < 2 * rows, (rows, block, r)  # never past the rows' own next power of two
+            assert r == 1 or r * block <= (2048 if device == "cuda" else 4096), (rows, block, r)
+    # on a GPU, a row of 2048 columns or more keeps one program per row (the measured LLM-size plan)
+    assert L.rows_per_program(32768, 2048, torch.device("cuda")) == 1
+    assert L.rows_per_program(32768, 4096, torch.device("cuda")) == 1
+    # in the interpreter, 257 rows of 7 columns take 5 programs instead of 257
+    assert -(-257 // L.rows_per_program(257, 8, torch.device("cpu"))) == 5
