@@ -47,7 +47,7 @@ from kernels._launch import launch
 from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
-from kernels.fused_linear_ce import MAX_D, SUPPORTED_DTYPES, check_contract
+from kernels.fused_linear_ce import G_IN_INPUT_DTYPE, MAX_D, SUPPORTED_DTYPES, check_contract
 
 # at N=16384, D=4096, V=128256 bf16: dw 1002 MiB + dx 128 MiB + this buffer (204 rows, 99.8 MiB)
 # + about 4 MiB measured beside them = about 1234 MiB = 1.294e9 bytes extra, under the 1.3e9
@@ -210,7 +210,7 @@ class HybridFusedLinearCrossEntropyFunction(torch.autograd.Function):
 @register_kernel(
     "fused_linear_cross_entropy",
     name="triton_flce_hybrid",
-    contract=Contract(dtypes=SUPPORTED_DTYPES, max_n=MAX_D, precision="input"),  # G = softmax - onehot in the input dtype
+    contract=Contract(dtypes=SUPPORTED_DTYPES, max_n=MAX_D, precision=G_IN_INPUT_DTYPE),
     description="the project's hybrid fused linear + cross-entropy: logits and gradient matmuls on cuBLAS "
                 "(fp32 out), softmax/CE in Triton with G written in place, gradients computed in the forward",
 )

@@ -226,13 +226,15 @@ class DeclaredOp(OpSpec):
         ignored = ("none", "some")[(stable_pick(range(2), self.name, key, "ignored") + d) % 2]
         return self.case(shape, dtype, layout, kind, scalars, ignored)
 
-    def cover(self, shapes: list[dict[str, int]], dtype: torch.dtype, picked: list[Case]) -> list[Case]:
-        """For each value kind and each layout that no picked case of ``dtype`` has, one case that
-        has it, on a shape its hash picks among those of more than one element."""
+    def cover(self, shapes: list[dict[str, int]], dtype: torch.dtype, picked: list[Case],
+              kinds: tuple[str, ...] | None = None) -> list[Case]:
+        """For each value kind (of ``kinds``, default the declaration's) and each layout that no
+        picked case of ``dtype`` has, one case that has it, on a shape its hash picks among those
+        of more than one element."""
         roomy = [s for s in shapes if math.prod(s.values()) > 1] or shapes
         name = strategies.dtype_name(dtype)
         out = []
-        for kind in self.decl.value_kinds:
+        for kind in self.decl.value_kinds if kinds is None else kinds:
             if all(c.get("values") != kind for c in picked):
                 out.append(self.picked(stable_pick(roomy, self.name, name, kind), dtype, kind=kind))
         for layout in self.layouts:

@@ -78,6 +78,14 @@ FORMAT_UNIT_ROUNDOFF = {"tfloat32": 2.0**-11}  # formats without a torch dtype o
 MAX_DECLARED_ROUNDINGS = 4096.0  # beyond that a declaration waives the check rather than bounds it
 
 
+def for_check(precision, check: str):
+    """The precision a ``Contract(precision=...)`` declares for one value check: a per-check dict's
+    entry for it ("float32", the op's model, when it names another check), else the one for all."""
+    if isinstance(precision, dict):
+        return precision.get(check, "float32")
+    return precision
+
+
 def declared_roundings(precision, in_dtype: torch.dtype) -> tuple[float, torch.dtype]:
     """How many roundings, and of which dtype, a kernel's ``Contract(precision=...)`` adds on cases
     of input dtype ``in_dtype`` ((0, in_dtype): none, the op's error model alone)."""

@@ -49,6 +49,9 @@ class Contract:
     widens says so (``declared_precision``). ``("tfloat32", N)``: N TF32 roundings (2^-11 each) on
     the fp32 cases, for products taken in TF32 (a GPU's default tl.dot on fp32), e.g.
     ``("tfloat32", 2)``: a and b.
+    ``precision={check: precision}`` declares it per value check (the op's check names, e.g.
+    ``{"dx": "input", "dweight": "input"}`` for a kernel that keeps only its gradients' G in the
+    input dtype); a check not named is held to the op's model ("float32").
     ``rule``: a function of the kernel's arguments that returns why they fall outside the
     contract (a string), or None inside it, for limits the fields above cannot say (``V >= 2``).
     ``forward_only=True``: an inference kernel; no gradient is asked of it, every gradient-free
@@ -71,7 +74,7 @@ class Contract:
     contiguous: bool | tuple[str, ...] = False
     deterministic: bool = True
     waive: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
-    precision: str | tuple[str, float] = "float32"
+    precision: str | tuple[str, float] | dict = dataclasses.field(default="float32", hash=False)
     # repr=False: a function's repr holds its address, which would change every key of the
     # incremental store; the rule's source is in the key through the module that defines it
     rule: Callable[..., str | None] | None = dataclasses.field(default=None, repr=False, compare=False)
@@ -239,10 +242,16 @@ class Contract:
 PRECISIONS = ("float32", "input")
 
 
-def _precision(value) -> str | tuple[str, float]:
-    """A checked ``Contract(precision=...)``: one of PRECISIONS, or (dtype name, roundings)."""
+def _precision(value) -> str | tuple[str, float] | dict:
+    """A checked ``Contract(precision=...)``: one of PRECISIONS, or (dtype name, roundings), or a
+    dict of check name -> either (sorted by name: its repr is part of the incremental store's keys)."""
     from harness.compare.tolerances import MAX_DECLARED_ROUNDINGS, PRECISION_DTYPES
 
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) and k and not isinstance(v, dict) for k, v in value.items()):
+            raise RegistryError("Contract(precision={check: precision}) takes the op's check names as keys and, as "
+                                f"values, what precision=... takes for one check; got {value!r}")
+        return {k: _precision(value[k]) for k in sorted(value)}
     if isinstance(value, str) and value in PRECISIONS:
         return value
     if isinstance(value, (tuple, list)) and len(value) == 2 and value[0] in PRECISION_DTYPES \
@@ -323,10 +332,12 @@ class Registry:
                 f"{entry.kind} {entry.name!r} ({entry.defined_at}) names unknown op {entry.op!r}; "
                 f"known ops: {', '.join(sorted(self.ops))}"
             )
-        unknown = sorted(set(entry.contract.waive) - set(self.ops[entry.op].check_names()))
+        per_check = entry.contract.precision if isinstance(entry.contract.precision, dict) else {}
+        unknown = sorted((set(entry.contract.waive) | set(per_check)) - set(self.ops[entry.op].check_names()))
         if unknown:
             raise RegistryError(
-                f"{entry.kind} {entry.name!r} ({entry.defined_at}) waives unknown check(s) {', '.join(unknown)} of op "
+                f"{entry.kind} {entry.name!r} ({entry.defined_at}) waives or declares the precision of unknown "
+                f"check(s) {', '.join(unknown)} of op "
                 f"{entry.op!r}; known checks: {', '.join(self.ops[entry.op].check_names())}"
             )
         from harness.registry import inplace

@@ -323,15 +323,15 @@ class _Steps:
         check = self.spec.check_name(name, self.case)
         tol = self.spec.tolerance(check, self.case, meta.dtype)
         magnitude = expected.get(f"{name}_magnitude")
-        roundings, dtype = tolerances.declared_roundings(self.entry.contract.precision, self.inputs.dtype)
+        precision = tolerances.for_check(self.entry.contract.precision, check)
+        roundings, dtype = tolerances.declared_roundings(precision, self.inputs.dtype)
         if roundings:
             tol, magnitude = tolerances.declared_precision(tol, magnitude, expected.get(f"{name}_terms"), expected[name],
-                                                           self.inputs.dtype, roundings, self.entry.contract.precision,
-                                                           dtype)
+                                                           self.inputs.dtype, roundings, precision, dtype)
         cmp = checks.values(actual, expected[name], meta.dtype, tol, magnitude, expected.get(f"{name}_nan_ok"),
                             expected.get(f"{name}_limit"))
         if roundings:
-            cmp.declared = tolerances.declaration(self.entry.contract.precision, roundings, dtype)
+            cmp.declared = tolerances.declaration(precision, roundings, dtype)
         return check, cmp
 
     def values(self, metas, expected: dict, grad_error: str | None) -> None:

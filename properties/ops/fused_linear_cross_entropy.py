@@ -16,7 +16,13 @@ Value kinds: normal (logits ~ N(0, 1)); large (logits ~ 100: exp overflows witho
 max subtraction); confident (the target logit dominates by ~30: the loss cancels to ~0);
 tiny (logits ~ 1e-3: a near-uniform softmax); mixed_scale (row scales 1e-2..1e2); ascending
 (logits grow with the class index, so the running max rises in every later vocabulary tile:
-an online softmax that forgets to rescale its running sum is always wrong there).
+an online softmax that forgets to rescale its running sum is always wrong there); offset (logits
+~ c + 4 N(0, 1), c = 2 / u of a 16-bit dtype (512 bf16, 4096 fp16; 1024 in fp32), the offset
+spread evenly over a long D: the softmax is invariant to it, but a logit rounded to the 16-bit
+dtype is off by up to u c = 2, while a rounding of the inputs moves each logit by only about
+u c / sqrt(D): a kernel that keeps its logits in the input dtype is wrong there by several times
+the allowance on every machine, whatever its GEMM's accumulation order). ``offset`` is a floor kind at D = 2048 (SHAPES_OFFSET), in every dtype;
+the picks and the generated cases draw from the other six, where D is too short for it.
 
 Error model (harness.compare.rounding), as for every declared op: twice the spread of the float64
 loss and gradients when x, weight and the upstream gradient are rounded within the input dtype, plus
@@ -38,6 +44,7 @@ import torch
 from hypothesis import strategies as st
 
 from harness.cases.case import Case, stable_pick
+from harness.compare import rounding
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.registry.opspec import OpInputs
 from harness.registry.registry import register_op
@@ -46,7 +53,8 @@ from oracles.fused_linear_ce import (fused_linear_ce_backward, fused_linear_ce_m
 from properties import layouts, strategies, values
 from properties.derive import DeclaredOp, unique
 
-VALUE_KINDS = ("normal", "large", "confident", "tiny", "mixed_scale", "ascending")
+PICKED_KINDS = ("normal", "large", "confident", "tiny", "mixed_scale", "ascending")
+VALUE_KINDS = PICKED_KINDS + ("offset",)
 IGNORED = ("none", "some", "all")
 
 # Tiles of the project kernel are 64 (fp32, and every dtype in the interpreter) or 128
@@ -78,6 +86,8 @@ SHAPES_GPU_WIDE_V = [(7, 17, 32769), (3, 9, 65537)]
 # x, weight and target in different layouts in one call (properties.layouts.MIXED): x and weight
 # share their row length D, so a kernel that indexes one with the other's strides needs this
 SHAPES_MIXED = SHAPES_EDGE[1:] + SHAPES_NOALIGN
+# the offset kind (module docstring): a long D that the offset spreads over, a few rows and classes
+SHAPES_OFFSET = [(64, 2048, 37)]
 SHAPES_ALL_IGNORED = [(17, 33, 63), (3, 2, 1)]  # every row ignored; also with a single class
 # CUDA only: x or weight stretched by an index-width layout (properties.layouts): (N, D, V) with
 # at least 3 elements along the stretched dimension (N or V for rows, D for columns)
@@ -127,7 +137,7 @@ class FusedLinearCrossEntropyOp(DeclaredOp):
         start = stable_pick(range(2), self.name, key, "ignored")
         ignored = ("none", "some")[(start + strategies.DTYPES.index(dtype)) % 2] if n > 1 else "none"
         return self.flce_case(n, d, v, dtype, layout or stable_pick(strategies.LAYOUTS, self.name, key, name, "layout"),
-                              kind or stable_pick(VALUE_KINDS, self.name, key, name, "values"), ignored,
+                              kind or stable_pick(PICKED_KINDS, self.name, key, name, "values"), ignored,
                               stable_pick(IGNORE_INDEX + (v - 1,), self.name, key, name, "ignore_index"))
 
     def floor_cases(self, *, backend: str) -> list[Case]:
@@ -139,7 +149,8 @@ class FusedLinearCrossEntropyOp(DeclaredOp):
         for dtype in strategies.DTYPES:
             picked = [self.picked(shape, dtype) for shape in shapes]
             picked += [self.picked(shape, dtype, layout=layouts.MIXED) for shape in sized(SHAPES_MIXED)]
-            cases += picked + self.cover(shapes, dtype, picked)
+            cases += picked + self.cover(shapes, dtype, picked, kinds=PICKED_KINDS)
+            cases += [self.picked(shape, dtype, kind="offset") for shape in sized(SHAPES_OFFSET)]
             for n, d, v in SHAPES_ALL_IGNORED:
                 cases.append(self.flce_case(n, d, v, dtype, "contiguous", "normal", "all", -100))
         if backend == "cuda":
@@ -177,7 +188,7 @@ class FusedLinearCrossEntropyOp(DeclaredOp):
             ignored = draw(st.sampled_from(IGNORED if n > 1 else ("none", "all")))
             ii = draw(st.sampled_from(IGNORE_INDEX + (v - 1,)))
             return self.flce_case(n, d, v, draw(strategies.dtypes()), draw(st.sampled_from(self.layouts)),
-                                  draw(st.sampled_from(VALUE_KINDS)), ignored, ii, draw(strategies.seeds()))
+                                  draw(st.sampled_from(PICKED_KINDS)), ignored, ii, draw(strategies.seeds()))
 
         return cases()
 
@@ -192,7 +203,7 @@ class FusedLinearCrossEntropyOp(DeclaredOp):
         classes = target_classes(n, v, ii, gen)
         ignored = ignored_rows(str(case["ignored"]), n, gen)
         target = torch.where(ignored, torch.full_like(classes, ii), classes)
-        x, w = logit_inputs(kind, classes, d, v, gen)
+        x, w = logit_inputs(kind, classes, d, v, gen, dtype)
         u = (0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)) * (1 if torch.rand((), generator=gen) < 0.5 else -1)
         return OpInputs(
             args=(
@@ -238,8 +249,16 @@ def ignored_rows(which: str, n: int, gen: torch.Generator) -> torch.Tensor:
     return rows
 
 
-def logit_inputs(kind: str, classes: torch.Tensor, d: int, v: int, gen: torch.Generator):
-    """x [N, D] and w [V, D] in float64 whose logits x @ w.T follow ``kind``."""
+def offset_logit(dtype: torch.dtype) -> float:
+    """The offset kind's common logit: where the 16-bit dtype's spacing is 4, the logits' spread
+    (so that a rounding of the logits moves them apart, not all onto one value), 1024 in fp32."""
+    return 2.0 / rounding.unit_roundoff(dtype) if dtype in (torch.float16, torch.bfloat16) else 1024.0
+
+
+def logit_inputs(kind: str, classes: torch.Tensor, d: int, v: int, gen: torch.Generator,
+                 dtype: torch.dtype = torch.float32):
+    """x [N, D] and w [V, D] in float64 whose logits x @ w.T follow ``kind`` (the offset kind's
+    size depends on the case's ``dtype``)."""
     if kind not in VALUE_KINDS:
         raise ValueError(f"unknown value kind {kind!r}; choose from {VALUE_KINDS}")
     n = classes.shape[0]
@@ -256,6 +275,9 @@ def logit_inputs(kind: str, classes: torch.Tensor, d: int, v: int, gen: torch.Ge
         x[:, 1:] *= 0.3
         x[:, 0] = 1.0
         w[:, 0] = 8.0 * torch.arange(v, dtype=torch.float64) / max(v - 1, 1)
+    elif kind == "offset":  # x ~ 1, w ~ c / D + 4 N(0, 1) / sqrt(D): z ~ c + 4 N(0, 1)
+        x = 1.0 + 0.05 * x
+        w = offset_logit(dtype) / d + 4.0 * w
     elif kind == "mixed_scale":
         x *= torch.logspace(-2, 2, n, dtype=torch.float64)[torch.randperm(n, generator=gen)].unsqueeze(1)
     return x, w
