@@ -84,6 +84,7 @@ class JobStatus(enum.StrEnum):
     TIMEOUT = "timeout"  # its worker or kernel process hung
     INTERRUPTED = "interrupted"  # the run was stopped before the job ended
     SKIPPED = "skipped"  # not run (the caller's ``decide`` said SKIP)
+    HARNESS_ERROR = "harness_error"  # the judge's own code raised (the oracle, the error model, a check): no verdict
 
 
 JOB_END = {KernelEnd.CRASHED: JobStatus.CRASHED, KernelEnd.TIMEOUT: JobStatus.TIMEOUT}

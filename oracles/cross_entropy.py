@@ -59,5 +59,5 @@ def cross_entropy_magnitudes(
     t_spread = torch.where(onehot > 0, spread, 0.0).sum(1, keepdim=True)
     row_terms = (torch.exp(-spread).sum(1, keepdim=True).log() + t_spread + a).squeeze(1)
     n_valid = int(valid.sum())
-    loss_terms = (row_terms * valid).sum() / n_valid if n_valid else torch.tensor(float("nan"), dtype=torch.float64)
+    loss_terms = (row_terms * valid).sum() / n_valid if n_valid else torch.tensor(float("nan"), dtype=torch.float64, device=row_terms.device)
     return loss_terms, scale.abs() * (torch.where(p > 0, p * (1.0 + spread + a), 0.0) + onehot)

@@ -36,7 +36,7 @@ def _softmax_and_scale(xf, wf, target, upstream, ignore_index):
     logits = xf @ wf.T
     valid = target != ignore_index
     n_valid = int(valid.sum())
-    u = upstream.to(torch.float64) if isinstance(upstream, torch.Tensor) else torch.tensor(float(upstream), dtype=torch.float64)
+    u = upstream.to(torch.float64) if isinstance(upstream, torch.Tensor) else torch.tensor(float(upstream), dtype=torch.float64, device=xf.device)
     scale = torch.where(valid, u.to(xf.device) / max(n_valid, 1), torch.zeros((), dtype=torch.float64, device=xf.device))
     onehot = torch.zeros_like(logits)
     rows = valid.nonzero().squeeze(1)
@@ -75,7 +75,7 @@ def fused_linear_ce_magnitudes(
     lse_terms = (p * m).sum(1, keepdim=True)
     n_valid = int(valid.sum())
     row_terms = lse_terms.squeeze(1) + (onehot * m).sum(1)
-    loss_mag = (row_terms * valid).sum() / n_valid if n_valid else torch.zeros((), dtype=torch.float64)
+    loss_mag = (row_terms * valid).sum() / n_valid if n_valid else torch.zeros((), dtype=torch.float64, device=xf.device)
     weights = scale.abs() * (p * (1.0 + m + lse_terms) + onehot + tiny)
     return loss_mag, weights @ aw, weights.T @ ax
 

@@ -80,9 +80,9 @@ def _byte_in_view(t: torch.Tensor, byte: int) -> bool:
     if elem < 0:
         return False
     # brute force over the view's element offsets; views in cases are small enough
-    idx = torch.zeros((), dtype=torch.long)
+    idx = torch.zeros((), dtype=torch.long, device="cpu")
     for d, (n, s) in enumerate(zip(t.shape, t.stride())):
-        idx = (idx.unsqueeze(-1) + torch.arange(n) * s).reshape(-1)
+        idx = (idx.unsqueeze(-1) + torch.arange(n, device="cpu") * s).reshape(-1)
     return bool((idx == elem).any().item())
 
 

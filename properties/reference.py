@@ -404,7 +404,7 @@ def _cancelled(trial: _Trial, args, positions: list[int], result: torch.Tensor) 
     for p in positions:
         t = args[p]
         for _ in range(SENSITIVITY_COPIES):
-            sign = 1.0 - 2.0 * (torch.rand(t.shape, generator=gen, dtype=torch.float64) < 0.5).to(torch.float64)
+            sign = 1.0 - 2.0 * (torch.rand(t.shape, generator=gen, dtype=torch.float64, device=gen.device) < 0.5).to(torch.float64)
             moved = list(args)
             moved[p] = t * (1.0 + SENSITIVITY_STEP * sign.to(t.device))
             try:

@@ -72,6 +72,11 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             )
 
     for k in report["kernels"]:
+        if k.get("verdict") == verify_report.ERROR:
+            fault = k.get("harness_error") or {}
+            text = fault.get("summary", "the harness failed").removeprefix("ERROR (harness): ")
+            console.print(f"[red]ERROR (harness)[/] {escape(k['op'])}/{escape(k['name'])}: {escape(text)}",
+                          highlight=False, soft_wrap=True)
         if k.get("verdict") == "not verified":
             console.print(f"[yellow]NOT VERIFIED[/] {k['name']}: {k.get('unverified_reason')}", highlight=False)
         if k.get("waived"):
@@ -94,6 +99,8 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
         console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more failed checks in the report")
     unverified = sum(k.get("verdict") == "not verified" for k in report["kernels"])
     verdict = "[green]all kernels passed[/]" if report["passed"] else "[red]verification failed[/]"
+    if any(k.get("verdict") == verify_report.ERROR for k in report["kernels"]):
+        verdict = "[red]no verdict: the harness failed (ERROR (harness) above)[/]"
     if unverified:
         allowed = " (allowed by --allow-unverified)" if report.get("allow_unverified") else " (--allow-unverified accepts it)"
         verdict += f"; {unverified} kernel(s) not verified{allowed}"

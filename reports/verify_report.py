@@ -78,11 +78,15 @@ def failure_class(records: list[dict], status: str = "ok") -> str | None:
 
 PASS_FORWARD_ONLY = "pass (forward only)"
 PASSING = ("pass", PASS_FORWARD_ONLY)
+ERROR = "error"  # the harness's own code (or an op's declaration) raised: no verdict on the kernel
+HARNESS_ERROR = "harness_error"  # the job's status then (JobStatus.HARNESS_ERROR)
 
 
 def verdict_label(kernel: dict) -> str:
     """What every report shows for a kernel: PASS, PASS (forward only), FAIL, FAIL (precision),
-    FAIL (<status>), NOT VERIFIED."""
+    FAIL (<status>), NOT VERIFIED, ERROR (harness)."""
+    if kernel.get("verdict") == ERROR:
+        return "ERROR (harness)"
     if kernel.get("verdict") == "not verified":
         return "NOT VERIFIED"
     if kernel.get("passed"):
@@ -136,6 +140,8 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
     unverified = _unverified(records, value_checks) if status == "ok" and not failed_ids else ""
     passed = PASS_FORWARD_ONLY if forward_only else "pass"
     kernel_verdict = "fail" if status != "ok" or failed_ids else ("not verified" if unverified else passed)
+    if status == HARNESS_ERROR:  # whatever its records say, the run that would judge it did not finish
+        kernel_verdict = ERROR
     by_check = Counter((r["check"], verdict(r)) for r in records)
     checks = {}
     for (check, outcome), count in sorted(by_check.items()):

@@ -15,7 +15,9 @@ from harness.run.kernel_host import KernelLost
 
 def _base_outputs(steps, host):
     """(outputs in the order of ``metas``, or None; why not)."""
-    inputs = steps.spec.make_inputs(steps.case, str(steps.dev))
+    from harness.run.runner import inputs_on
+
+    inputs = inputs_on(steps.spec, steps.case, str(steps.dev))
     reply = host.forward(inputs.args, inputs.grad_wrt)
     if reply.error is not None:
         return None, f"the base kernel raised {reply.error.describe()}"

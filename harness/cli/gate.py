@@ -2,7 +2,8 @@
 
 Its steps are the commands a user can run one by one, with the same arguments: ``verify
 --no-render``, ``train-check``, ``mutate``, then ``report``. Every step runs even after a failure
-(the reports show them all) and the exit status is the last failing step's; an interrupted step
+(the reports show them all) and the exit status is the last failing step's, or 3 when a step has no
+verdict (the harness's own code failed: harness.execution.fault); an interrupted step
 (Ctrl-C, a CI time limit) ends the gate there, status 130.
 
 The plain gate (no ``--baseline``, no extra arguments) runs the steps in this one process: each
@@ -70,12 +71,14 @@ def run(args: argparse.Namespace) -> int:
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
     os.environ.setdefault(GROUP_ENV, f"gate-{stamp}-{os.getpid()}")
     shared = not (args.baseline or args.verify_args.strip() or args.mutate_args.strip())
+    from harness.launcher import NO_VERDICT
+
     rc = 0
     for step in steps(args):
         code = main(step) if shared else own_process(step)
         if code == INTERRUPTED:
             return code
-        rc = code or rc
+        rc = rc if rc == NO_VERDICT else (code or rc)  # a step with no verdict (the harness failed) stays the gate's
     return rc
 
 

@@ -347,6 +347,11 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if not check.passed:
         _finish(report, check.reason, scored=False)
+        if check.harness_error:
+            from harness.launcher import NO_VERDICT
+
+            print(f"mutate: no verdict (exit {NO_VERDICT}): the harness failed; see above", file=sys.stderr)
+            return NO_VERDICT
         return 1
     if tests is not None:  # the library's tests against the mutants, beside the memcheck second look
         tests.start_mutants(outcomes)

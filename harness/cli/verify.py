@@ -186,9 +186,11 @@ def _kernel_run(parts: list, shards: int) -> dict:
     from harness.execution.jobs import JobStatus
 
     return {"records": [r.to_dict() for part in parts for r in part.records],
-            "status": next((p.status for p in parts if p.status is not JobStatus.OK), JobStatus.OK).value,
+            "status": next((p.status for p in sorted(parts, key=lambda p: p.status is not JobStatus.HARNESS_ERROR)
+                            if p.status is not JobStatus.OK), JobStatus.OK).value,
             "seconds": max(p.seconds for p in parts),
-            "worker_seconds": round(sum(p.seconds for p in parts), 3), "shards": shards}
+            "worker_seconds": round(sum(p.seconds for p in parts), 3), "shards": shards,
+            "harness_error": next((p.harness_error for p in parts if p.harness_error), None)}
 
 
 def _collect(entries: list, plans: list, results: list, shards: int) -> tuple[list[dict], list[dict]]:
@@ -213,7 +215,7 @@ def _collect(entries: list, plans: list, results: list, shards: int) -> tuple[li
                 value_checks=_value_checks(entry.op), contract=entry.contract.describe(), plugin=entry.plugin,
                 forward_only=entry.contract.forward_only,
                 seconds=run["seconds"], waivers=entry.contract.waive, worker_seconds=run["worker_seconds"],
-                shards=run["shards"], **extra,
+                shards=run["shards"], harness_error=run.get("harness_error"), **extra,
             )
         )
     return kernels, records
@@ -253,6 +255,13 @@ def _report(args: argparse.Namespace, plan: dict | None, backend, kernels: list,
         return 130
     for reason in drift_failures:
         print(f"verify: drift limit: {reason}", file=sys.stderr)
+    errors = [k for k in kernels if k["verdict"] == verify_report.ERROR]
+    if errors:
+        from harness.launcher import NO_VERDICT
+
+        print(f"verify: no verdict (exit {NO_VERDICT}): the harness failed on {len(errors)} kernel(s); see above",
+              file=sys.stderr)
+        return NO_VERDICT
     return 0 if report["passed"] and not drift_failures else 1
 
 

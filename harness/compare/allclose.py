@@ -127,7 +127,7 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
     rel = torch.where(both & (e == 0) & (diff > 0), torch.full_like(rel, math.inf), rel)
 
     flat = int(torch.argmax(ratio).item())
-    worst = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(e.shape))] if e.dim() else []
+    worst = [int(i) for i in torch.unravel_index(torch.tensor(flat, device="cpu"), tuple(e.shape))] if e.dim() else []
     mismatched = int(bad.sum().item())
     nonfinite_mismatched = int(nonfinite_bad.sum().item())
     max_abs = float(diff.max().item())

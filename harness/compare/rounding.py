@@ -94,7 +94,7 @@ def perturb(t: torch.Tensor, u: float, gen: torch.Generator, center: torch.Tenso
     """``t * (1 + u * delta)``, delta = +1 or -1 per element, each with probability 1/2: every
     element moved by a whole rounding (float64, on t's device). With ``center`` (broadcast to
     t), ``center + (t - center) * (1 + u * delta)``: the rounding of the difference from it."""
-    negative = torch.rand(t.shape, generator=gen, dtype=torch.float64) < 0.5
+    negative = torch.rand(t.shape, generator=gen, dtype=torch.float64, device=gen.device) < 0.5
     delta = 1.0 - 2.0 * negative.to(torch.float64)  # float64: 1 + 2^-24 rounds to 1 in fp32
     factor = 1.0 + u * delta.to(t.device)
     if center is None:

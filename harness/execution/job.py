@@ -55,6 +55,7 @@ class JobResult:
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES of that worker (None: not on CUDA)
     current: str | None = None  # interrupted: the case the job was running
     incompetent: str | None = None  # the judge's word that the job's mutant does not compile (harness.mutation.mutagen)
+    harness_error: dict | None = None  # HARNESS_ERROR: what raised, where, on which case (harness.execution.fault)
 
     def __post_init__(self) -> None:
         self.status = JobStatus(self.status)

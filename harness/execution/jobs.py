@@ -166,7 +166,8 @@ class Pool:
         forgeries(run)
         job, index = run.job, run.index
         self.results[index] = JobResult(job, status, run.records, run.cases_run, round(elapsed, 3), run.log_tail(),
-                                        run.proc.pid, run.gpu, incompetent=run.incompetent if run.done else None)
+                                        run.proc.pid, run.gpu, incompetent=run.incompetent if run.done else None,
+                                        harness_error=run.harness_error if run.done else None)
         run.release()
         if status is not JobStatus.OK:
             run.kill()  # already dead, or hung: nothing of it is reused

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Callable
 
-from harness.execution.jobs import Event, EventKind
+from harness.execution.jobs import Event, EventKind, JobStatus
 from harness.settings import current as current_settings
 
 
@@ -82,6 +82,8 @@ class Progress:
             self.running.pop(label, None)
             self.finished += 1
             verdict = "ok" if event.failed == 0 else f"{event.failed} failed check(s)"
+            if event.result is not None and event.result.status is JobStatus.HARNESS_ERROR:
+                verdict = "ERROR (harness): no verdict"
             line = f"[{self.title}] {self.finished}/{self.total} {label}: " + (
                 f"{event.cases_run} cases, {verdict}" if event.kind is EventKind.DONE else f"not run ({event.current or 'skipped'})")
             what = self.classify(event) if self.classify else None

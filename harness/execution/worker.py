@@ -40,6 +40,7 @@ class _Out:
     def __init__(self, path: str, secret: bytes):
         self.file = open(path, "a", buffering=1)
         self.secret, self.seq = secret, 0
+        self.case_id: str | None = None  # the case the job is running (START), for a harness error
 
     def emit(self, event: WireEvent, **data) -> None:
         body = json.dumps({"event": event, "seq": self.seq, **data})
@@ -110,6 +111,7 @@ def run_job(job: dict, index: int, out: _Out, be, process) -> None:
     entry = _entry(job["op"], job["kernel"], process.bind(job["op"], job["kernel"]), process)
 
     def on_start(case):
+        out.case_id = case.id
         out.emit(WireEvent.START, job=index, case_id=case.id)
 
     def progress(run):
@@ -169,17 +171,24 @@ def _one_job(job: dict, index: int, out: _Out, be, process) -> str | None:
     """Run one job and write its ``done``; the reason to retire this worker, if any."""
     from harness.run.kernel_host import KernelEnd, KernelLost
 
+    from harness.execution.fault import describe
+
     process.begin_job(fresh=bool(job.get("fresh_kernel")))
-    error = None
+    error = fault = None
+    out.case_id = None
     try:
         run_job(job, index, out, be, process)
     except KernelLost as lost:  # the kernel process could not even start or bind the entry
         error = lost.message
+    except Exception as exc:  # the judge's own code: the kernel's answers come back as replies, never raise here
+        fault = describe(exc, job, out.case_id)
     problem = health(be) or _kernel_health(process)
     if process.ended and not problem:
         problem = f"the kernel process {'hung' if process.ended is KernelEnd.TIMEOUT else 'was lost'} during the job"
+    if fault is not None and not problem:
+        problem = "the harness raised during the job"  # a fresh judge for the next job: nothing of this one is trusted
     out.emit(WireEvent.DONE, job=index, retire=problem, ended=process.ended or (KernelEnd.CRASHED if error else None), error=error,
-             incompetent=process.incompetent)
+             incompetent=process.incompetent, harness_error=fault)
     return problem
 
 

@@ -110,6 +110,7 @@ class Worker:
         self.ended: JobStatus | None = None  # the judge says the kernel process crashed or hung (its KernelEnd)
         self.error: str | None = None
         self.incompetent: str | None = None
+        self.harness_error: dict | None = None  # the judge's own code raised (harness.execution.fault)
         self.forged: list[str] = []  # lines that failed authentication
         self.started = time.monotonic()
         self.log_start = self.log.stat().st_size if self.log.exists() else 0
@@ -169,6 +170,7 @@ class Worker:
                 ended = event.get("ended")
                 self.ended, self.error = JOB_END[KernelEnd(ended)] if ended else None, event.get("error")
                 self.incompetent = event.get("incompetent")
+                self.harness_error = event.get("harness_error")
         return bool(complete)
 
     def release(self) -> None:
@@ -234,7 +236,10 @@ def crash_message(code: int, tail: str) -> str:
 
 def judged_status(run: Worker) -> JobStatus:
     """The status of a job whose authentic ``done`` arrived: the judge says whether the kernel
-    process crashed or hung (its failed record is already among the job's records)."""
+    process crashed or hung (its failed record is already among the job's records), or that its
+    own code raised (harness.execution.fault: no verdict, and no record against the kernel)."""
+    if run.harness_error:
+        return JobStatus.HARNESS_ERROR
     if run.error:  # the kernel process could not start, or could not find the entry
         run.records.append(failure_record(run, Check.TIMEOUT if run.ended is JobStatus.TIMEOUT else Check.CRASH, run.error))
     return run.ended or JobStatus.OK

@@ -43,6 +43,7 @@ class Sanity:
     timeouts: dict[str, float] = dataclasses.field(default_factory=dict)  # op -> per-mutant limit used
     interrupted: bool = False  # the campaign was stopped before every job ended
     not_run: list[str] = dataclasses.field(default_factory=list)  # mutants left unfinished by the interruption
+    harness_error: bool = False  # refused because the harness's own code raised (harness.execution.fault): exit 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,11 +274,20 @@ def judge_sanity(jobs: list[Job], results: list[JobResult]) -> Sanity:
         if not forced:
             seconds[job.op] = max(seconds.get(job.op, 0.0), result.seconds + job.known_seconds)
     if problems:
-        return Sanity(False, "; ".join(problems), seconds, details)
+        return Sanity(False, "; ".join(problems), seconds, details,
+                      harness_error=any(r.status == "harness_error" for r in results))
     return Sanity(True, "clean kernels pass, forced failures fail", seconds, details)
 
 
+def harness_failure(job: Job, result: JobResult) -> str:
+    """Why a job that the harness's own code failed gives the campaign no score."""
+    fault = result.harness_error or {}
+    return f"{job.op}/{job.kernel}: {fault.get('summary', 'the harness failed')}"
+
+
 def _sanity_problem(job: Job, result: JobResult, failure: dict | None) -> str | None:
+    if result.status == "harness_error":
+        return harness_failure(job, result)
     if result.status == "interrupted":
         return f"the {'forced failure' if is_forced(job) else 'clean run'} {job.op}/{job.kernel} was interrupted before it ended"
     if sanity_held(job, failed=not result.passed):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from harness.execution.jobs import Decision, Event, EventKind, Job, JobResult, JobStatus, Pool
 from harness.mutation.campaign import (
-    PROVISIONAL_TIMEOUT_S, TIMEOUT_FACTOR, TIMEOUT_MARGIN_S, JobSettings, Sanity, classify, clean_shards,
+    PROVISIONAL_TIMEOUT_S, TIMEOUT_FACTOR, TIMEOUT_MARGIN_S, JobSettings, Sanity, classify, clean_shards, harness_failure,
     is_forced, is_marked, judge_sanity, sanity_held, sanity_jobs,
 )
 from harness.mutation.outcome import Outcome, Status, ident
@@ -100,6 +100,7 @@ class CampaignSession:
             self.to_run.sort(key=lambda e: ident(e) in first_looks)
         self.mutant_jobs = [self._mutant_job(e, settings, plan.timeout or self._first_limit(e.op)) for e in self.to_run]
         self.sanity_failed = False  # set as soon as a clean run fails or a forced failure passes
+        self.harness_errors: list[str] = []  # mutant jobs the harness's own code failed (no outcome)
         self.looked: dict[str, Outcome] = {}  # mutant -> the kill its first look found
         self.pool: Pool | None = None
         self.forward: Callable[[Event], None] | None = None
@@ -143,6 +144,10 @@ class CampaignSession:
         verdict.interrupted = any(r.status == JobStatus.INTERRUPTED for r in results)
         verdict.not_run = not_run
         entries = self.plan.entries
+        if self.harness_errors and verdict.passed:  # no mutant's outcome stands on a run the harness broke
+            verdict.passed, verdict.harness_error = False, True
+            verdict.reason = (f"the harness failed on {len(self.harness_errors)} mutant job(s), so the campaign has no "
+                              f"score (nothing is recorded against those mutants): " + "; ".join(self.harness_errors[:3]))
         if verdict.interrupted:  # keep what finished: the report shows it, unscored as a gate
             return verdict, [self.outcomes[ident(e)] for e in entries if ident(e) in self.outcomes]
         if not verdict.passed:
@@ -177,7 +182,8 @@ class CampaignSession:
         self.forward(event)
 
     def _sanity_job_done(self, event: Event) -> None:
-        if not sanity_held(event.job, event.failed > 0):
+        if not sanity_held(event.job, event.failed > 0) or (
+                event.result is not None and event.result.status == JobStatus.HARNESS_ERROR):
             self.sanity_failed = True
         if not is_forced(event.job):
             self.clean_left[event.job.op] -= 1
@@ -238,6 +244,8 @@ class CampaignSession:
                     self.outcomes[ident(e)] = self.looked[ident(e)]
             elif r.status == JobStatus.INTERRUPTED:
                 not_run.append(e.name)
+            elif r.status == JobStatus.HARNESS_ERROR:
+                self.harness_errors.append(harness_failure(r.job, r))
             else:
                 self.outcomes[ident(e)] = classify(e, r)
         return not_run

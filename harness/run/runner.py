@@ -150,12 +150,12 @@ class _Steps:
                  base_host=None):
         self.spec, self.entry, self.case, self.host = spec, entry, case, host
         self.base_host = base_host  # the base revision's kernel (verify --baseline), or None
-        self.inputs = spec.make_inputs(case, device)
+        self.inputs = inputs_on(spec, case, device)
         # Contract(inplace=...): each declared write, and the buffer's values after the call that wrote it
         self.writes = inplace.writes(entry.contract, spec)
         self.written: dict[str, torch.Tensor] = {}
         # the oracle reads a private copy: a kernel in another process holds the shared inputs
-        self.reference = spec.make_inputs(case, device) if self.own_reference() else self.inputs
+        self.reference = inputs_on(spec, case, device) if self.own_reference() else self.inputs
         self.last = self.inputs  # the tensors of the kernel's latest call (a second run may get its own)
         self.later = True  # the second run and the refilled calls (run_case's ``later``)
         self.run = CaseRun(spec, entry, case, self.inputs, backend, phase)
@@ -389,7 +389,7 @@ class _Steps:
         if self.wrote_inputs():
             # the kernel writes into its inputs by design (declared): the second run gets the same values
             # again, made afresh, rather than what the first run left there
-            self.last = self.spec.make_inputs(self.case, self.device)
+            self.last = inputs_on(self.spec, self.case, self.device)
         reply = self.phases.call(self.host.repeat, self.last.args, grad_wrt, self.last.upstream)
         if reply.error is not None:
             if not _out_of_bounds(self.run, reply.error):
@@ -422,10 +422,10 @@ class _Steps:
         case = self.refill_case()
         if case is None:
             return
-        new = self.spec.make_inputs(case, self.device)
+        new = inputs_on(self.spec, case, self.device)
         if self.entry.contract.violations(new.args, self.spec.input_names(), new.upstream):
             return
-        reference = self.spec.make_inputs(case, self.device) if self.own_reference() else new
+        reference = inputs_on(self.spec, case, self.device) if self.own_reference() else new
         grad_wrt = self.grad_wrt if grads else ()
         # B asks for one gradient alone where there are several (in turn with the seed): a backward that
         # skips or breaks one gradient when another input needs none (a frozen weight) shows there
@@ -435,7 +435,7 @@ class _Steps:
                 f"{case['seed']} (call B{'' if only is None else ', only ' + self.spec.grad_checks[only] + ' asked for'}) "
                 "before A's backward")
         if self.wrote_inputs():  # A starts from the case's values, not from what the kernel wrote there
-            fresh = self.spec.make_inputs(self.case, self.device)
+            fresh = inputs_on(self.spec, self.case, self.device)
             with torch.no_grad():
                 for mine, value in zip((*self.last.args, self.last.upstream), (*fresh.args, fresh.upstream)):
                     if isinstance(mine, torch.Tensor):
@@ -480,7 +480,7 @@ class _Steps:
         gradient of the changed values. Either the refusal or the gradient of the original inputs passes."""
         said = (f"a forward on copies of the inputs, the copies then changed in place to the values of seed "
                 f"{new_seed(self.case)} before its backward")
-        own = self.spec.make_inputs(self.case, self.device)  # the case's values again: refill changed the case's tensors
+        own = inputs_on(self.spec, self.case, self.device)  # the case's values again: refill changed the case's tensors
         reply = self.phases.call(self.host.changed_input, own.args, new.args, grad_wrt, own.upstream)
         if reply.error is not None:
             if not _out_of_bounds(self.run, reply.error):
@@ -520,6 +520,14 @@ class _Verdicts:
 
     wrong: list[str]
     units: float | None
+
+
+def inputs_on(spec: OpSpec, case: Case, device: str) -> OpInputs:
+    """The case's inputs on ``device``: their values drawn on the host (CPU generators, seeded),
+    whatever torch's default device is, then placed (properties.layouts.place), so that a
+    value made without a device never lands where the inputs are not (tests/test_device_discipline.py)."""
+    with torch.device("cpu"):
+        return spec.make_inputs(case, device)
 
 
 def new_seed(case: Case) -> int:
