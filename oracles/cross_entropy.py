@@ -26,7 +26,7 @@ def _pieces(logits, target, upstream, ignore_index):
     xf = logits.to(torch.float64)
     valid = target != ignore_index
     n_valid = int(valid.sum())
-    u = torch.as_tensor(upstream, dtype=torch.float64).to(xf.device)
+    u = torch.as_tensor(upstream, dtype=torch.float64, device=xf.device)
     scale = torch.where(valid, u / max(n_valid, 1), torch.zeros((), dtype=torch.float64, device=xf.device))
     onehot = torch.zeros_like(xf)
     rows = valid.nonzero().squeeze(1)

@@ -88,6 +88,6 @@ def fused_linear_ce_rounded_gradients(x: torch.Tensor, weight: torch.Tensor, ups
     relative part, u |g|, is within the output's own rounding (one ulp); below ``tiny`` (the
     dtype's smallest normal) the spacing stops shrinking, and that floor, u tiny |upstream|, is what
     the output's one ulp there does not hold."""
-    up = float(torch.as_tensor(upstream, dtype=torch.float64).abs().max())
+    up = float(torch.as_tensor(upstream, dtype=torch.float64, device=x.device).abs().max())
     return (None, torch.full(x.shape, tiny * up, dtype=torch.float64, device=x.device),
             torch.full(weight.shape, tiny * up, dtype=torch.float64, device=weight.device))
