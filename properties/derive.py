@@ -565,6 +565,9 @@ class DeclaredOp(OpSpec):
         k = len(ups)  # outputs first in ``base``, then the gradients
         declared = list(self.decl.terms(*f64, *ups, **self.terms_floor(dtype))) if self.decl.terms is not None \
             else [None] * len(base)
+        if len(declared) != len(base):
+            raise ValueError(f"op {self.name!r}: terms returned {len(declared)} entries, one per check ({len(base)}) "
+                             "was expected")
         out = [base[j].abs() if declared[j] is None else declared[j] for j in range(k)]
         if any(t is None for t in declared[k:]):
             unsigned_up = tuple(u.abs() for u in ups)
