@@ -41,8 +41,21 @@ def build(header: dict, *, mutants: list[dict], score: float | None, min_score: 
         "mutants": mutants,
         "kill_matrix": kill_matrix,
         "minimal_cases": minimal_cases,
+        "weak_kills": weak_kills(mutants),
         **({"tests": tests, "by_module": library_tests.by_module(mutants)} if library else {}),
     }
+
+
+WEAK_MARGIN = 4.0  # a kill whose error ratio is under this is listed: a slightly wider tolerance would lose it
+
+
+def weak_kills(mutants: list[dict]) -> list[dict]:
+    """The kills by a value whose error ratio (``killed_by.margin``) is under WEAK_MARGIN, smallest first."""
+    weak = [{"op": m["op"], "name": m["name"], "margin": m["killed_by"]["margin"], "check": m["killed_by"]["check"],
+             "case_id": m["killed_by"]["case_id"]}
+            for m in mutants if m.get("detected") and isinstance((m.get("killed_by") or {}).get("margin"), (int, float))
+            and m["killed_by"]["margin"] < WEAK_MARGIN]
+    return sorted(weak, key=lambda w: (w["margin"], w["op"], w["name"]))
 
 
 def short_case(case_id: str) -> str:
@@ -116,6 +129,15 @@ def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> 
         for m in reach:
             console.print(f"    {m['name']}: needs {m['out_of_reach']['needs']}", highlight=False, markup=False)
 
+    weak = report.get("weak_kills") or []
+    if weak:
+        console.print(f"[yellow]{len(weak)} kill(s) under {WEAK_MARGIN:g}x the allowed error[/] (a slightly wider "
+                      "tolerance would lose them):", highlight=False)
+        for w in weak[:20]:
+            console.print(f"    {w['margin']:.2f}x {w['op']}/{w['name']}: {w['check']} @ {w['case_id']}",
+                          highlight=False, markup=False, soft_wrap=True)
+        if len(weak) > 20:
+            console.print(f"    ... and {len(weak) - 20} more in the report", highlight=False)
     for line in library_tests.print_lines(report):
         console.print(line, highlight=False, markup=False)
     c = report["counts"]

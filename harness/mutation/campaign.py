@@ -16,6 +16,7 @@ the kill cache's floor order and the score.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from pathlib import Path
 from typing import Callable, Mapping
@@ -26,6 +27,7 @@ from harness.execution.jobs import Event, Job, JobResult, run_jobs
 from harness.mutation.outcome import SANITY_PREFIX, Outcome, Status
 from harness.registry import discovery
 from harness.registry.registry import Origin, REGISTRY, KernelEntry
+from harness.vocabulary import RUN_ENDS
 
 EQUIVALENT_FILE = PROJECT_ROOT / discovery.MUTANTS.replace(".", "/") / "equivalent.toml"
 TIMEOUT_FACTOR = 5.0
@@ -124,7 +126,22 @@ def _first_failure(result: JobResult) -> dict | None:
     failed = next((r for r in result.records if not r.passed), None)
     if failed is None:
         return None
-    return {"check": failed.check, "case_id": failed.case_id, "repro": failed.repro, "message": (failed.message or "")[:500]}
+    return {"check": failed.check, "case_id": failed.case_id, "repro": failed.repro, "message": (failed.message or "")[:500],
+            "margin": kill_margin(failed)}
+
+
+def kill_margin(record) -> float | str:
+    """How far the killing case is past what a correct kernel may do: its error ratio (error /
+    allowed: 1.5 is a kill that a tolerance 50% wider would lose), or ``"crash"``/``"timeout"``
+    (how the run ended), ``"non-finite"`` (a NaN or inf where the oracle is finite, or the
+    reverse), ``"exact"`` (a property with no tolerance: inputs changed, wrong meta, a refusal)."""
+    if record.check in RUN_ENDS:
+        return str(record.check)
+    if record.err_ratio is None:
+        return "exact"
+    if not math.isfinite(record.err_ratio):
+        return "non-finite"
+    return round(float(record.err_ratio), 3)
 
 
 def mutant_repro(case_id: str, job: Job) -> str:
