@@ -108,7 +108,12 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
                     message += f"; worst error {worst:.3g}x allowed"
                 message += f"; first: {failed[0].get('case_id')}"
                 _element(case, "failure", message=message, type="CheckFailed").text = _clean(_failure_text(failed))
-        if k.get("status") not in (None, "ok"):
+        if k.get("verdict") == verify_report.ERROR:  # the harness failed: no verdict on the kernel
+            case = _element(suite, "testcase", classname=f"verify.{op}.{name}", name="run", time=f"{k.get('seconds') or 0.0:.3f}")
+            fault = k.get("harness_error") or {}
+            _element(case, "error", message="ERROR (harness): no verdict", type="HarnessError").text = _clean(
+                fault.get("summary", "the harness failed"))
+        elif k.get("status") not in (None, "ok"):
             case = _element(suite, "testcase", classname=f"verify.{op}.{name}", name="run", time=f"{k.get('seconds') or 0.0:.3f}")
             _element(case, "error", message=f"kernel run ended with status {k['status']}", type=str(k["status"])).text = _clean(
                 f"the worker for {op}/{name} ended with status {k['status']}; see the crash records in verify.json")

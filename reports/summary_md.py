@@ -48,6 +48,9 @@ def _verify_lines(verify: dict) -> list[str]:
         lines.append(f"| {_cell(k.get('op'))} | `{_cell(k.get('name'))}` | {verdict} | {k.get('cases')} | {k.get('failed')} "
                      f"| {_cell(failed_checks)} | {_ratio(k.get('worst_err_ratio'))} |")
     for k in verify.get("kernels", []):
+        if k.get("verdict") == verify_report.ERROR:
+            lines += ["", f"**ERROR (harness)** `{_cell(k.get('name'))}`: "
+                          f"{_cell((k.get('harness_error') or {}).get('summary', 'the harness failed'))}"]
         if k.get("waived"):
             reasons = "; ".join(f"`{c}`: {_cell(why)}" for c, why in (k.get("waivers") or {}).items())
             lines += ["", f"Waived `{_cell(k.get('name'))}`: {k['waived']} failed check(s) declared deliberate ({reasons})"]

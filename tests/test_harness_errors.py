@@ -35,6 +35,8 @@ def test_a_raising_declaration_is_named_and_the_kernel_gets_no_verdict(tmp_path)
     assert not [r for r in report["cases"] if not r["passed"]]  # nothing recorded against the kernel
     assert "ERROR (harness)" in text and "FAIL" not in text.replace("FAILED", "")
     assert fault["case_id"] in text and "raising_declaration.py:" in text
+    for rendered in ("index.html", "junit.xml", "summary.md"):
+        assert "ERROR (harness)" in (tmp_path / "out" / rendered).read_text(), rendered
 
 
 def test_the_harness_own_error_names_its_file_and_line(tmp_path):
