@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from harness.registry.registry import REGISTRY, Contract, KernelEntry, load_builtin_ops
-from harness.run.runner import inputs_on, run_case
+from harness.run.inputs import inputs_on
+from harness.run.runner import run_case
 
 load_builtin_ops()
 OPS = sorted(REGISTRY.ops)

@@ -10,13 +10,12 @@ share_base, share_head}``, the share being the worst error as a share of the all
 from __future__ import annotations
 
 from harness.baseline.drift import output_drift
+from harness.run.inputs import inputs_on
 from harness.run.kernel_host import KernelLost
 
 
 def _base_outputs(steps, host):
     """(outputs in the order of ``metas``, or None; why not)."""
-    from harness.run.runner import inputs_on
-
     inputs = inputs_on(steps.spec, steps.case, str(steps.dev))
     reply = host.forward(inputs.args, inputs.grad_wrt)
     if reply.error is not None:

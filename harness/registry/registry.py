@@ -333,13 +333,13 @@ class Registry:
                 f"known ops: {', '.join(sorted(self.ops))}"
             )
         per_check = entry.contract.precision if isinstance(entry.contract.precision, dict) else {}
-        unknown = sorted((set(entry.contract.waive) | set(per_check)) - set(self.ops[entry.op].check_names()))
-        if unknown:
-            raise RegistryError(
-                f"{entry.kind} {entry.name!r} ({entry.defined_at}) waives or declares the precision of unknown "
-                f"check(s) {', '.join(unknown)} of op "
-                f"{entry.op!r}; known checks: {', '.join(self.ops[entry.op].check_names())}"
-            )
+        for field, names in (("waives", entry.contract.waive), ("declares the precision of", per_check)):
+            unknown = sorted(set(names) - set(self.ops[entry.op].check_names()))
+            if unknown:
+                raise RegistryError(
+                    f"{entry.kind} {entry.name!r} ({entry.defined_at}) {field} unknown check(s) {', '.join(unknown)} of "
+                    f"op {entry.op!r}; known checks: {', '.join(self.ops[entry.op].check_names())}"
+                )
         from harness.registry import inplace
 
         inplace.validate(entry, self.ops[entry.op])

@@ -34,6 +34,7 @@ from harness.vocabulary import Check
 from harness.registry import inplace
 from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
 from harness.registry.registry import KernelEntry
+from harness.run.inputs import inputs_on
 from harness.run.kernel_host import InProcessHost, KernelError, KernelLost, NotATensor, Refusal, Reply
 from properties import checks, layouts
 
@@ -520,14 +521,6 @@ class _Verdicts:
 
     wrong: list[str]
     units: float | None
-
-
-def inputs_on(spec: OpSpec, case: Case, device: str) -> OpInputs:
-    """The case's inputs on ``device``: their values drawn on the host (CPU generators, seeded),
-    whatever torch's default device is, then placed (properties.layouts.place), so that a
-    value made without a device never lands where the inputs are not (tests/test_device_discipline.py)."""
-    with torch.device("cpu"):
-        return spec.make_inputs(case, device)
 
 
 def new_seed(case: Case) -> int:
