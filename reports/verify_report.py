@@ -11,7 +11,10 @@ checks (``value_checks``: the forward output and each gradient) were not each co
 least once, proves nothing, so it does not pass (``passed`` is false) unless the run allows
 it (``allow_unverified``). A kernel declared ``Contract(forward_only=True)`` (``forward_only: true``) is
 asked for no gradient: its value checks are the forward's, and passing them is "pass (forward only)"
-(``passed`` true), a verdict of its own. Value comparisons are counted from the records alone: a record
+(``passed`` true), a verdict of its own. So is a kernel that waives every gradient check
+(``Contract(waive={"dx": ...})``, the way inference kernels were declared before ``forward_only``) and
+gave none that was compared: ``forward_only`` says that only the forward was checked. A waived
+gradient check never compared is not required of a kernel that gave other gradients either. Value comparisons are counted from the records alone: a record
 with ``max_abs_err`` set is one.
 An inconclusive record (``inconclusive``: why; check ``out_of_memory``, the judge's own inputs or
 oracle twice found the GPU full) has ``passed: true`` and counts as neither passed nor failed; a
@@ -63,6 +66,13 @@ def _unverified(records: list[dict], value_checks) -> str:
     if not compared:
         return "no output was compared with the oracle"
     return ""
+
+
+def _waived_uncompared(records: list[dict], value_checks, waivers: dict | None) -> list[str]:
+    """The op's gradient checks (``value_checks`` after the forward's) that the kernel waives and
+    that no record compared with the oracle: declared deviations, not required of it."""
+    compared = {r["check"] for r in records if r.get("max_abs_err") is not None}
+    return [c for c in list(value_checks or ())[1:] if c in (waivers or {}) and c not in compared]
 
 
 def failure_class(records: list[dict], status: str = "ok") -> str | None:
@@ -133,8 +143,13 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
                    waivers: dict | None = None, forward_only: bool = False, **extra) -> dict:
     """``value_checks``: the op's forward check then its gradients; a ``forward_only`` kernel
     (Contract(forward_only=True)) is held to the first alone."""
+    waived = _waived_uncompared(records, value_checks, waivers)
+    if value_checks and len(value_checks) > 1 and len(waived) == len(value_checks) - 1:
+        forward_only = True  # every gradient waived, none compared: only the forward was checked
     if forward_only and value_checks:
         value_checks = list(value_checks)[:1]
+    elif waived:
+        value_checks = [c for c in value_checks if c not in waived]
     case_ids = {r["case_id"] for r in records}
     failed_ids = {r["case_id"] for r in records if not r["passed"]}
     unverified = _unverified(records, value_checks) if status == "ok" and not failed_ids else ""
