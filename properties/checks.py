@@ -134,6 +134,22 @@ def contract_rejection(error: BaseException | None, reasons: Sequence[str], snap
     return True, f"rejected ({why}) with {name}: {str(error)[:200]}"
 
 
+# a clean refusal: one of these raised with a message before any launch, the inputs unchanged
+# (RuntimeError: what Liger-Kernel and unsloth raise past their block size; a CUDA error is none)
+REFUSALS = ("ValueError", "TypeError", "NotImplementedError", "AssertionError", "RuntimeError")
+
+
+def refusal(reply, snapshot: Snapshot) -> str | None:
+    """The exception's type where a kernel's raise on an in-contract case is a clean refusal, an
+    unsupported input said in words before anything was written (None: it is not one)."""
+    error = reply.error
+    if error is None or error.type_name not in REFUSALS or not error.text.strip() or error.oob is not None:
+        return None
+    if reply.launches or snapshot.changes() or "CUDA error" in error.text:
+        return None
+    return error.type_name
+
+
 def self_limit_problem(reply, snapshot: Snapshot, declared: bool) -> str:
     """Why a kernel's raise on an in-contract case is not a limit it states itself ('' if it is):
     with ``Contract(self_limits=True)`` a ValueError, TypeError, NotImplementedError or

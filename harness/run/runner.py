@@ -45,6 +45,8 @@ NO_GRADIENT = ("does not require grad", "not differentiable", "NotImplementedErr
 # and a forward and backward), with the case's values at seed + REFILL_SEED
 REFILL_PHASES = (Phase.FLOOR, Phase.EXPLICIT)
 REFILL_SEED = 7919
+REFUSED = ("; a clean refusal (raised before any launch, inputs unchanged), still a failure while the limit is "
+           "undeclared: the report names the declaration that accepts it")
 STATE_HINT = ("the kernel answered from state kept between calls: a result or a converted weight cached by "
               "pointer or by shape, a workspace shared by calls")
 # a later call that returned an output other than the case's own call did (none, another shape or dtype): not a
@@ -237,8 +239,11 @@ class _Steps:
         reply = self.phases.call(self.host.forward, self.inputs.args, self.grad_wrt)
         if reply.error is not None:
             if not _out_of_bounds(self.run, reply.error) and not self.self_limited(reply):
-                self.run.add(self.fwd_name, False, f"in-contract input, but the kernel raised {reply.error.describe()}"
-                             + checks.self_limit_problem(reply, self.snap, self.entry.contract.self_limits))
+                refused = checks.refusal(reply, self.snap)
+                rec = self.run.add(self.fwd_name, False, f"in-contract input, but the kernel raised "
+                                   f"{reply.error.describe()}" + checks.self_limit_problem(
+                                       reply, self.snap, self.entry.contract.self_limits) + (REFUSED if refused else ""))
+                rec.refused = refused
             return None
         problem = self.not_outputs(reply.value)
         if problem is not None:
