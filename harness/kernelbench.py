@@ -7,7 +7,8 @@ float64, on weights made once from ``get_init_inputs()`` under a fixed seed and 
 values that fp32, fp16 and bf16 all hold exactly (so the kernel in any dtype holds the very
 weights the reference uses), the inputs' dims found by trying the reference (``vary="auto"``:
 a batch dim the model takes at any size varies, a dim the weights fix does not), the forward
-only. The kernel is ModelNew with Model's weights copied in, cast to each case's dtype.
+only. The kernel is ModelNew with Model's weights copied in, cast to each case's dtype, declared
+``Contract(forward_only=True)``: its verdict is "PASS (forward only)" (verify.json ``forward_only: true``).
 
 ``use_in_verify`` turns the two options into a generated plugin file (``REPORT_DIR/kernelbench/``)
 that every process of the run loads, so the run is any verify run: records, reports, repros.
@@ -182,6 +183,8 @@ class _OnDevice:
 def _register_candidate(op, model, init: list, candidate: str, register_kernel) -> None:
     import torch
 
+    from harness.registry.registry import Contract
+
     mod = _import(candidate, "--candidate")
     ModelNew = _need(mod, "ModelNew", "--candidate", candidate, "the candidate nn.Module")
     torch.manual_seed(SEED)
@@ -201,7 +204,8 @@ def _register_candidate(op, model, init: list, candidate: str, register_kernel) 
             return copies[key](*args)
 
     kernel.__doc__ = f"ModelNew of {Path(candidate).name}, with the reference's weights, in the case's dtype"
-    register_kernel(op.name, name=kernel_name(candidate))(kernel)
+    # the op is declared forward only (differentiable=False): so is the verdict, "PASS (forward only)"
+    register_kernel(op.name, name=kernel_name(candidate), contract=Contract(forward_only=True))(kernel)
 
 
 def _copy_weights(model, new, candidate: str) -> None:

@@ -134,6 +134,22 @@ def contract_rejection(error: BaseException | None, reasons: Sequence[str], snap
     return True, f"rejected ({why}) with {name}: {str(error)[:200]}"
 
 
+# a clean refusal: one of these raised with a message before any launch, the inputs unchanged
+# (RuntimeError: what Liger-Kernel and unsloth raise past their block size; a CUDA error is none)
+REFUSALS = ("ValueError", "TypeError", "NotImplementedError", "AssertionError", "RuntimeError")
+
+
+def refusal(reply, snapshot: Snapshot) -> str | None:
+    """The exception's type where a kernel's raise on an in-contract case is a clean refusal, an
+    unsupported input said in words before anything was written (None: it is not one)."""
+    error = reply.error
+    if error is None or error.type_name not in REFUSALS or not error.text.strip() or error.oob is not None:
+        return None
+    if reply.launches or snapshot.changes() or "CUDA error" in error.text:
+        return None
+    return error.type_name
+
+
 def self_limit_problem(reply, snapshot: Snapshot, declared: bool) -> str:
     """Why a kernel's raise on an in-contract case is not a limit it states itself ('' if it is):
     with ``Contract(self_limits=True)`` a ValueError, TypeError, NotImplementedError or
@@ -152,15 +168,35 @@ def self_limit_problem(reply, snapshot: Snapshot, declared: bool) -> str:
     return ""
 
 
+# how repeatable() begins where the runs' outputs differ in kind (missing, shape, dtype), not in bits
+UNLIKE_RUNS = "two runs on the same inputs returned different outputs"
+
+
+def _kind(value) -> str:
+    """A run's output in a few words: its shape and dtype, or what it was instead of a tensor."""
+    if isinstance(value, torch.Tensor):
+        return f"shape {tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    return "no tensor" if value is None else type(value).__name__
+
+
 def repeatable(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor], names: Sequence[str]) -> tuple[bool, str]:
     """Two runs on the same inputs give the same bits."""
-    differing = []
+    differing, unlike = [], []
     for name, a, b in zip(names, first, second):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+                unlike.append(f"{name}: {_kind(a)}, then {_kind(b)}")
+            continue
+        if a.shape != b.shape or a.dtype != b.dtype:
+            unlike.append(f"{name}: {_kind(a)}, then {_kind(b)}")
             continue
         equal, count = bitwise_equal(a, b)
         if not equal:
             differing.append(f"{name}: {count} element(s) differ")
+    if unlike:  # not a race: what a call returns depends on something other than its inputs
+        return False, (UNLIKE_RUNS + ": " + "; ".join(unlike + differing) +
+                       ". What a kernel returns must depend only on its inputs, never on the calls before it "
+                       "(a workspace or a flag kept between calls)")
     if differing:
         return False, ("two runs on the same inputs differ: " + "; ".join(differing) +
                        ". Usually a race: programs or warps that read memory another one writes without an "

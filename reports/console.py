@@ -84,6 +84,8 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             console.print(f"[yellow]WAIVED[/] {k['name']}: {k['waived']} failed check(s) declared deliberate ({reasons})",
                           highlight=False)
         _print_self_limited(console, k)
+        if k.get("refused"):
+            console.print("[red]REFUSED[/] " + escape(verify_report.refusal_line(k)), highlight=False, soft_wrap=True)
         for check in k.get("stale_waivers") or []:
             console.print(f"[yellow]warning: stale waiver[/] {k['name']}: {check!r} is waived "
                           f"({k['waivers'][check]}) but never failed; remove it from Contract(waive=...)", highlight=False)

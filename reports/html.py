@@ -58,6 +58,7 @@ def _kernel_rows(verify: dict) -> list[dict]:
         rows.append({
             **k,
             "verdict": verify_report.verdict_label(k),
+            "refusal": verify_report.refusal_line(k),
             "check_list": [{"name": n, "passed": c.get("passed", 0), "failed": c.get("failed", 0), "waived": c.get("waived", 0),
                             "reason": (k.get("waivers") or {}).get(n), "stale": n in (k.get("stale_waivers") or [])}
                            for n, c in checks.items()],

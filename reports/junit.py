@@ -76,6 +76,8 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
             _element(suite.find("properties"), "property", name="failure_class", value=k["failure_class"])
         if k.get("forward_only"):  # Contract(forward_only=True): no gradient was asked of it
             _element(suite.find("properties"), "property", name="forward_only", value="true")
+        if k.get("refused"):  # clean refusals of in-contract cases: failures, and the declaration that accepts them
+            _element(suite.find("properties"), "property", name="refused", value=verify_report.refusal_line(k))
         limited = k.get("self_limited")
         if limited:  # Contract(self_limits=True): in-contract cases the kernel rejected itself, not verified there
             _element(suite.find("properties"), "property", name="self_limited", value=str(limited["cases"]))
@@ -102,8 +104,10 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
             if failed:
                 worst = verify_report.worst_ratio(r.get("err_ratio") for r in failed) or 0.0
                 message = f"{len(failed)} of {len(records)} cases failed {check}"
-                if k.get("failure_class") == "precision":
-                    message = f"fail (precision): {message}"
+                if k.get("failure_class") in ("precision", "refused"):
+                    message = f"fail ({k['failure_class']}): {message}"
+                if k.get("failure_class") == "refused":
+                    message += f"; declare the limit: {k['refused']['declaration']}"
                 if worst:
                     message += f"; worst error {worst:.3g}x allowed"
                 message += f"; first: {failed[0].get('case_id')}"

@@ -54,6 +54,8 @@ def _verify_lines(verify: dict) -> list[str]:
         if k.get("waived"):
             reasons = "; ".join(f"`{c}`: {_cell(why)}" for c, why in (k.get("waivers") or {}).items())
             lines += ["", f"Waived `{_cell(k.get('name'))}`: {k['waived']} failed check(s) declared deliberate ({reasons})"]
+        if k.get("refused"):
+            lines += ["", f"**Refused** {_cell(verify_report.refusal_line(k))}"]
         for check in k.get("stale_waivers") or []:
             lines += ["", f"**Stale waiver** `{_cell(k.get('name'))}`: `{check}` is waived but never failed; remove it"]
     failures = [r for r in verify.get("cases", []) if not r.get("passed")]

@@ -11,7 +11,10 @@ checks (``value_checks``: the forward output and each gradient) were not each co
 least once, proves nothing, so it does not pass (``passed`` is false) unless the run allows
 it (``allow_unverified``). A kernel declared ``Contract(forward_only=True)`` (``forward_only: true``) is
 asked for no gradient: its value checks are the forward's, and passing them is "pass (forward only)"
-(``passed`` true), a verdict of its own. Value comparisons are counted from the records alone: a record
+(``passed`` true), a verdict of its own. So is a kernel that waives every gradient check
+(``Contract(waive={"dx": ...})``, the way inference kernels were declared before ``forward_only``) and
+gave none that was compared: ``forward_only`` says that only the forward was checked. A waived
+gradient check never compared is not required of a kernel that gave other gradients either. Value comparisons are counted from the records alone: a record
 with ``max_abs_err`` set is one.
 An inconclusive record (``inconclusive``: why; check ``out_of_memory``, the judge's own inputs or
 oracle twice found the GPU full) has ``passed: true`` and counts as neither passed nor failed; a
@@ -25,7 +28,12 @@ value comparison whose worst error is within ``PRECISION_BOUND`` roundings of it
 (``rounding_units``: another rounding order, an intermediate in a narrower type, exp(x - lse) in
 fp32), else "error" (beyond what rounding explains, non-finite, a crash, a wrong shape, a write
 into an input). The label every report shows is :func:`verdict_label`: "FAIL (precision)" for the
-first; a precision choice is declared with ``Contract(precision=...)``, never assumed.
+first; a precision choice is declared with ``Contract(precision=...)``, never assumed. A failed
+kernel whose every failure is a clean refusal (``refused``: the forward raised a clear error with a
+message before any launch, its inputs unchanged, on a shape it does not support) is "refused",
+"FAIL (refused)": still a failure while the limit is undeclared, and its summary's ``refused``
+({cases, types, said, declaration}) names the one-line declaration that accepts it
+(:func:`refusal_line`). A kernel with other failures too is classed by those.
 """
 
 from __future__ import annotations
@@ -65,15 +73,72 @@ def _unverified(records: list[dict], value_checks) -> str:
     return ""
 
 
+def _waived_uncompared(records: list[dict], value_checks, waivers: dict | None) -> list[str]:
+    """The op's gradient checks (``value_checks`` after the forward's) that the kernel waives and
+    that no record compared with the oracle: declared deviations, not required of it."""
+    compared = {r["check"] for r in records if r.get("max_abs_err") is not None}
+    return [c for c in list(value_checks or ())[1:] if c in (waivers or {}) and c not in compared]
+
+
 def failure_class(records: list[dict], status: str = "ok") -> str | None:
-    """"precision" | "error" for a failed kernel's records (None: nothing failed)."""
+    """"refused" | "precision" | "error" for a failed kernel's records (None: nothing failed)."""
     failed = [r for r in records if not r["passed"]]
     if not failed and status == "ok":
         return None
+    if status == "ok" and all(r.get("refused") for r in failed):
+        return "refused"
+    failed = [r for r in failed if not r.get("refused")] or failed  # a refusal is not what sets the class
     precision = status == "ok" and all(
         r.get("rounding_units") is not None and math.isfinite(r["rounding_units"]) and r["rounding_units"] <= PRECISION_BOUND
         for r in failed)
     return "precision" if precision else "error"
+
+
+# what an out-of-contract case must raise (harness.run.kernel_host.REJECTIONS; reports import no engine)
+REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")
+
+
+def _last_dim(record: dict) -> int | None:
+    """The last dimension of a record's first tensor input (what ``Contract(max_n=...)`` bounds)."""
+    shape = (record.get("shape") or [[]])[0]
+    return shape[-1] if shape else None
+
+
+def refusals(records: list[dict]) -> dict | None:
+    """The cases the kernel refused cleanly (records with ``refused``) and the declaration that
+    accepts them: ``Contract(max_n=N)`` where every refused case is longer than every other case that
+    ran (N: one below the shortest refused), else (or where only it takes the exceptions as raised:
+    AssertionError) ``Contract(self_limits=True)``; an exception the
+    declaration does not take as a rejection must become a ValueError (no declaration takes a
+    RuntimeError: a crash raises one too; past max_n, an AssertionError neither). None: no refusal."""
+    refused = [r for r in records if r.get("refused") and not r["passed"]]
+    if not refused:
+        return None
+    ids = {r["case_id"] for r in refused}
+    others = [_last_dim(r) for r in records if r["case_id"] not in ids and r["check"] != "contract"]
+    longest = max((n for n in others if n is not None), default=0)
+    shortest = min((_last_dim(r) or 0) for r in refused)
+    types = Counter(r["refused"] for r in refused)
+    options = [("Contract(self_limits=True)", REJECTIONS + ("AssertionError",))]
+    if shortest - 1 >= max(longest, 1):  # a length limit: said as one
+        options.insert(0, (f"Contract(max_n={shortest - 1})", REJECTIONS))
+    # the first that accepts the refusals as they are raised, else the first
+    declaration, accepted = next((o for o in options if set(types) <= set(o[1])), options[0])
+    unaccepted = sorted(set(types) - set(accepted))
+    if unaccepted:
+        declaration += f", raising ValueError there rather than {' or '.join(unaccepted)}"
+    said = refused[0]["message"].removeprefix("in-contract input, but the kernel raised ").split("; ")[0]
+    return {"cases": len(ids), "types": dict(types), "said": said[:300], "declaration": declaration,
+            "case_ids": sorted(ids)}
+
+
+def refusal_line(kernel: dict) -> str:
+    """One line for every report: what the kernel refused and the declaration that accepts it ('' if none)."""
+    r = kernel.get("refused")
+    if not r:
+        return ""
+    return (f"{kernel['name']}: {r['cases']} in-contract case(s) refused cleanly before anything was written "
+            f"({r['said']}); a failure while the limit is undeclared: declare it with {r['declaration']}")
 
 
 PASS_FORWARD_ONLY = "pass (forward only)"
@@ -93,7 +158,7 @@ def verdict_label(kernel: dict) -> str:
         return "PASS (forward only)" if kernel.get("verdict") == PASS_FORWARD_ONLY else "PASS"
     if kernel.get("status") not in (None, "ok"):
         return f"FAIL ({kernel['status']})"
-    return "FAIL (precision)" if kernel.get("failure_class") == "precision" else "FAIL"
+    return {"precision": "FAIL (precision)", "refused": "FAIL (refused)"}.get(kernel.get("failure_class"), "FAIL")
 
 
 def verdict(record: dict) -> str:
@@ -133,8 +198,13 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
                    waivers: dict | None = None, forward_only: bool = False, **extra) -> dict:
     """``value_checks``: the op's forward check then its gradients; a ``forward_only`` kernel
     (Contract(forward_only=True)) is held to the first alone."""
+    waived = _waived_uncompared(records, value_checks, waivers)
+    if value_checks and len(value_checks) > 1 and len(waived) == len(value_checks) - 1:
+        forward_only = True  # every gradient waived, none compared: only the forward was checked
     if forward_only and value_checks:
         value_checks = list(value_checks)[:1]
+    elif waived:
+        value_checks = [c for c in value_checks if c not in waived]
     case_ids = {r["case_id"] for r in records}
     failed_ids = {r["case_id"] for r in records if not r["passed"]}
     unverified = _unverified(records, value_checks) if status == "ok" and not failed_ids else ""
@@ -175,6 +245,7 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
         "waivers": dict(waivers or {}),
         "stale_waivers": stale_waivers(records, waivers or {}),
         "self_limited": self_limited(records),
+        "refused": refusals(records),
         "status": status,
         "checks": checks,
         "worst_err_ratio": worst,

@@ -94,6 +94,7 @@ def test_each_wrong_candidate_fails_ours_with_repros(problem, candidate, shows, 
     report = json.loads((tmp_path / "verify.json").read_text())
     (kernel,) = report["kernels"]
     assert kernel["name"] == candidate and not kernel["passed"] and kernel["checks"]["forward"]["failed"] > 0
+    assert kernel["verdict"] == "fail" and kernel["forward_only"] is True  # forward only, and wrong: FAIL
     failed = [r for r in report["cases"] if not r["passed"]]
     assert failed and all(r["op"] == f"kb_{problem}" for r in failed)
     forward = [r["case_id"] for r in failed if r["check"] == "forward"]
@@ -124,6 +125,11 @@ def test_a_right_candidate_passes_ours(problem, candidate, tmp_path):
     assert len({_param(c, "layout") for c in cases}) > 1
     if problem == "layernorm_problem":  # nn.LayerNorm(64)'s weights fix the feature dim
         assert {_param(c, "x_1") for c in cases} == {"64"}
+    # only the forward is checked: the verdict says so (it said PASS, as if gradients had been checked)
+    (kernel,) = report["kernels"]
+    assert kernel["forward_only"] is True and kernel["verdict"] == "pass (forward only)"
+    assert "PASS (forward only)" in proc.stdout, proc.stdout[-2000:]
+    assert not {r["check"] for r in report["cases"]} & {"dx", "changed_input"}
 
 
 def test_a_candidate_that_raises_is_a_failing_verdict(tmp_path):

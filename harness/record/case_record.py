@@ -47,6 +47,10 @@ class CaseRecord:
     declared_precision: str | None = None
     # an in-contract case the kernel rejected itself (Contract(self_limits=True)): its exception
     self_limited: str | None = None
+    # an in-contract case the kernel refused cleanly (a clear exception before any launch, inputs
+    # unchanged) while no declaration states that limit: the exception's type; still a failure,
+    # classed "refused" (reports.verify_report.failure_class)
+    refused: str | None = None
     # a case the judge could not run to its end for want of GPU memory that other processes held
     # (check ``out_of_memory``): neither passed nor failed; the kernel is "not verified" on it
     inconclusive: str | None = None

@@ -46,8 +46,15 @@ NO_GRADIENT = ("does not require grad", "not differentiable", "NotImplementedErr
 # and a forward and backward), with the case's values at seed + REFILL_SEED
 REFILL_PHASES = (Phase.FLOOR, Phase.EXPLICIT)
 REFILL_SEED = 7919
+REFUSED = ("; a clean refusal (raised before any launch, inputs unchanged), still a failure while the limit is "
+           "undeclared: the report names the declaration that accepts it")
 STATE_HINT = ("the kernel answered from state kept between calls: a result or a converted weight cached by "
               "pointer or by shape, a workspace shared by calls")
+# a later call that returned an output other than the case's own call did (none, another shape or dtype): not a
+# value read from an earlier call, so not STATE_HINT
+SHAPE_HINT = ("{names} missing or of another shape, dtype or device, where the case's own call returned it right: "
+              "what a kernel returns must depend only on its inputs, never on torch.no_grad, on which inputs require "
+              "grad or on the calls before it")
 
 
 class CaseRun:
@@ -233,8 +240,11 @@ class _Steps:
         reply = self.phases.call(self.host.forward, self.inputs.args, self.grad_wrt)
         if reply.error is not None:
             if not _out_of_bounds(self.run, reply.error) and not self.self_limited(reply):
-                self.run.add(self.fwd_name, False, f"in-contract input, but the kernel raised {reply.error.describe()}"
-                             + checks.self_limit_problem(reply, self.snap, self.entry.contract.self_limits))
+                refused = checks.refusal(reply, self.snap)
+                rec = self.run.add(self.fwd_name, False, f"in-contract input, but the kernel raised "
+                                   f"{reply.error.describe()}" + checks.self_limit_problem(
+                                       reply, self.snap, self.entry.contract.self_limits) + (REFUSED if refused else ""))
+                rec.refused = refused
             return None
         problem = self.not_outputs(reply.value)
         if problem is not None:
@@ -295,18 +305,35 @@ class _Steps:
         names = (self.fwd_name, *self.spec.output_checks[1:])
         return list(zip(names, outs, self.spec.forward_metas(self.reference)))
 
-    def metas(self, out, grads: tuple) -> list[tuple[str, Any, Meta]]:
+    def metas(self, out, grads: tuple, grad_wrt: tuple[int, ...] | None = None) -> list[tuple[str, Any, Meta]]:
+        """The outputs' and the gradients' (check, value, meta); ``grad_wrt``: the inputs whose
+        gradients ``grads`` are (default: every one the case asks for)."""
+        grad_wrt = self.grad_wrt if grad_wrt is None else grad_wrt
+        names = dict(zip(self.grad_wrt, self.spec.grad_checks))
         metas = self.output_metas(out)
-        for pos, name, g in zip(self.grad_wrt, self.spec.grad_checks, grads or [None] * len(self.grad_wrt)):
-            arg = self.reference.args[pos]
+        for pos, g in zip(grad_wrt, grads or [None] * len(grad_wrt)):
+            name, arg = names[pos], self.reference.args[pos]
             metas.append((name, g, Meta(tuple(arg.shape), arg.dtype)))
         return metas
+
+    def waived(self, name: str) -> bool:
+        """Whether the kernel's contract waives the value check of output ``name`` on this case."""
+        return self.spec.check_name(name, self.case) in self.entry.contract.waive
+
+    def given(self, grads: tuple) -> tuple[int, ...]:
+        """The inputs whose gradient the later calls ask for: those the declaration says the kernel
+        gives (its case's own backward returned, gradient check not waived). A waived gradient is a
+        declared deviation (an inference kernel written before Contract(forward_only=True) waives
+        every one): its later calls neither ask for it nor compare it; their forward still is."""
+        if not grads:
+            return ()
+        return tuple(p for p, name in zip(self.grad_wrt, self.spec.grad_checks) if not self.waived(name))
 
     def output_meta(self, metas, grad_error: str | None) -> None:
         meta_ok, meta_msgs = True, []
         for name, actual, meta in metas:
-            if actual is None and grad_error is not None and name != self.fwd_name:
-                continue
+            if actual is None and name != self.fwd_name and (grad_error is not None or self.waived(name)):
+                continue  # a missing gradient is its own check's failure (or its declared deviation)
             ok, msg = checks.output_meta(name, actual, meta, self.dev)
             meta_ok &= ok
             meta_msgs.append(msg)
@@ -361,17 +388,20 @@ class _Steps:
 
     def compare_all(self, metas, expected: dict, said: str, *, meta_first: bool = True) -> "_Verdicts":
         """Compare each output of a later call with its oracle (the refilled calls, a second run):
-        what went wrong, and the worst error in roundings of the terms where every problem is a
-        value comparison (None where one is not: a missing output, a wrong shape)."""
-        wrong, units = [], []
+        what went wrong, the outputs missing or of another shape, dtype or device, and the worst
+        error in roundings of the terms where every problem is a value comparison (None where one is
+        not). An output whose check the contract waives is not compared, and is not asked to exist."""
+        wrong, units, unlike = [], [], []
         meta_first = meta_first and Check.OUTPUT_META not in self.entry.contract.waive  # its waiver holds here too
         for name, actual, meta in metas:
+            if actual is None and self.waived(name):
+                continue
             if meta_first:
                 ok, problem = checks.output_meta(name, actual, meta, self.dev)
             else:
                 ok = isinstance(actual, torch.Tensor)
                 problem = "" if ok else f"{name}: {said} returned {type(actual).__name__}"
-            if ok and self.spec.check_name(name, self.case) in self.entry.contract.waive:
+            if ok and self.waived(name):
                 continue  # a declared deviation of that value (Liger's 0 over all-ignored rows) holds here too
             if ok:
                 check, cmp = self.compare(name, actual, meta, expected)
@@ -380,13 +410,20 @@ class _Steps:
                     units.append(cmp.rounding_units)
             else:
                 units.append(None)
+                unlike.append(name)
             if not ok:
                 wrong.append(problem)
         worst = None if not units or any(u is None for u in units) else max(units)
-        return _Verdicts(wrong, worst)
+        return _Verdicts(wrong, worst, unlike)
+
+    def asked(self, metas, grad_wrt: tuple[int, ...]) -> list:
+        """``metas`` (the outputs, then every gradient) cut to the outputs and the gradients of ``grad_wrt``."""
+        names = {name for p, name in zip(self.grad_wrt, self.spec.grad_checks) if p in grad_wrt}
+        return metas[:self.n_out] + [m for m in metas[self.n_out:] if m[0] in names]
 
     def repeat(self, metas, expected: dict, grads: tuple) -> None:
-        grad_wrt = self.grad_wrt if grads else ()
+        grad_wrt = self.given(grads)
+        metas = self.asked(metas, grad_wrt)
         if self.wrote_inputs():
             # the kernel writes into its inputs by design (declared): the second run gets the same values
             # again, made afresh, rather than what the first run left there
@@ -401,6 +438,8 @@ class _Steps:
         ok, msg = checks.repeatable([m[1] for m in metas], second, [m[0] for m in metas])
         if ok:
             self.run.add(Check.REPEATABLE, True, msg)
+        elif msg.startswith(checks.UNLIKE_RUNS):  # no race, and no declaration accepts it
+            self.run.add(Check.REPEATABLE, False, msg)
         elif self.entry.contract.deterministic:
             self.run.add(Check.REPEATABLE, False, msg + f". If the kernel is nondeterministic by design, declare "
                                                    f"{NONDETERMINISTIC}: its second run is then judged by the oracle")
@@ -427,13 +466,14 @@ class _Steps:
         if self.entry.contract.violations(new.args, self.spec.input_names(), new.upstream):
             return
         reference = inputs_on(self.spec, case, self.device) if self.own_reference() else new
-        grad_wrt = self.grad_wrt if grads else ()
+        grad_wrt = self.given(grads)
         # B asks for one gradient alone where there are several (in turn with the seed): a backward that
         # skips or breaks one gradient when another input needs none (a frozen weight) shows there
         only = int(case["seed"]) % len(grad_wrt) if len(grad_wrt) > 1 else None
         grad_wrt_b = grad_wrt if only is None else (grad_wrt[only],)
+        alone = None if only is None else dict(zip(self.grad_wrt, self.spec.grad_checks))[grad_wrt[only]]
         said = (f"a call A on copies of the inputs, then the same tensors refilled in place with the values of seed "
-                f"{case['seed']} (call B{'' if only is None else ', only ' + self.spec.grad_checks[only] + ' asked for'}) "
+                f"{case['seed']} (call B{'' if alone is None else ', only ' + alone + ' asked for'}) "
                 "before A's backward")
         if self.wrote_inputs():  # A starts from the case's values, not from what the kernel wrote there
             fresh = inputs_on(self.spec, self.case, self.device)
@@ -448,29 +488,23 @@ class _Steps:
             return
         inference, out_a, grads_a, out_b, grads_b, changed = reply.value
         expected_b = self.oracle(reference)
-        metas_b = self.metas(out_b, grads_b)
-        if only is not None:  # the forward and the one gradient B asked for
-            arg = self.reference.args[grad_wrt[only]]
-            metas_b = [*metas_b[:self.n_out], (self.spec.grad_checks[only], grads_b[0] if grads_b else None,
-                                                Meta(tuple(arg.shape), arg.dtype))]
-        ok, msg, units = self._refilled(self.output_metas(inference), expected_b, f"{said}: B under torch.no_grad")
-        self.run.add(Check.NO_GRAD, ok, msg, rounding_units=units)
-        ok_a, msg_a, units_a = self._refilled(self.metas(out_a, grads_a), expected, "A")
-        ok_b, msg_b, units_b = self._refilled(metas_b, expected_b, "B")
-        ok, msg = ok_a and ok_b, f"{said}: {msg_a}; {msg_b}"
-        failed_units = [u for o, u in ((ok_a, units_a), (ok_b, units_b)) if not o]
-        units = None if not failed_units or None in failed_units else max(failed_units)
-        if only is not None and not ok_b and (not grads_b or grads_b[0] is None):
-            grad = self.spec.grad_checks[only]
-            self.run.add(Check.FRESH_INPUTS, False, f"{said}: B asked for {grad} alone (no other input requires grad, as "
+        msg, found = self._refilled(self.output_metas(inference), expected_b, f"{said}: B under torch.no_grad")
+        self.run.add(Check.NO_GRAD, not found.wrong, msg, rounding_units=found.units)
+        msg_a, found_a = self._refilled(self.metas(out_a, grads_a, grad_wrt), expected, "A")
+        msg_b, found_b = self._refilled(self.metas(out_b, grads_b, grad_wrt_b), expected_b, "B")
+        found, msg = found_a.join(found_b), f"{said}: {msg_a}; {msg_b}"
+        if alone is not None and found_b.wrong and (not grads_b or grads_b[0] is None):
+            self.run.add(Check.FRESH_INPUTS, False, f"{said}: B asked for {alone} alone (no other input requires grad, as "
                                                 f"with a frozen input or weight) and got no gradient: the backward "
-                                                f"computes {grad} only when another input requires grad ({msg_a})")
+                                                f"computes {alone} only when another input requires grad ({msg_a})")
             return
         if changed:
-            ok, units, msg = False, None, (f"{said}: the output the kernel returned for the case's own call changed (the "
-                                           f"kernel returns a buffer it writes again on a later call; each output must "
-                                           f"be a tensor of its own). {msg}")
-        self.run.add(Check.FRESH_INPUTS, ok, msg if ok else f"{msg} ({STATE_HINT})", rounding_units=units)
+            found.units, msg = None, (f"{said}: the output the kernel returned for the case's own call changed (the "
+                                      f"kernel returns a buffer it writes again on a later call; each output must "
+                                      f"be a tensor of its own). {msg}")
+        ok = not found.wrong and not changed
+        self.run.add(Check.FRESH_INPUTS, ok, msg if ok else f"{msg} ({found.hint(STATE_HINT, changed)})",
+                     rounding_units=found.units)
         if ok and grad_wrt:
             self.changed_input(new, grad_wrt, expected)
 
@@ -491,16 +525,17 @@ class _Steps:
             self.run.add(Check.CHANGED_INPUT, True, f"{said}: the backward refused the changed input (the same refusal "
                                                 f"follows an in-place write of unchanged values): {reply.value.message}")
             return
-        ok, msg, units = self._refilled(self.metas(None, reply.value)[self.n_out:], expected, "the gradients")
+        msg, found = self._refilled(self.metas(None, reply.value, grad_wrt)[self.n_out:], expected, "the gradients")
         hint = ("the backward read an input after the caller changed it: keep what the backward needs with "
                 "ctx.save_for_backward (torch then refuses a changed input) or keep a copy")
-        self.run.add(Check.CHANGED_INPUT, ok, f"{said}: {msg}" + ("" if ok else f" ({hint})"), rounding_units=units)
+        self.run.add(Check.CHANGED_INPUT, not found.wrong, f"{said}: {msg}" + (f" ({found.hint(hint)})" if found.wrong
+                                                                                 else ""), rounding_units=found.units)
 
-    def _refilled(self, metas, expected: dict, said: str) -> tuple[bool, str, float | None]:
+    def _refilled(self, metas, expected: dict, said: str) -> tuple[str, "_Verdicts"]:
         found = self.compare_all(metas, expected, said)
         if found.wrong:
-            return False, f"{said} wrong: " + "; ".join(found.wrong), found.units
-        return True, f"{said} within tolerance", None
+            return f"{said} wrong: " + "; ".join(found.wrong), found
+        return f"{said} within tolerance", found
 
     def second_run_values(self, metas, second: list, expected: dict, differ: str) -> None:
         """A kernel declared nondeterministic may differ between runs, never from the oracle."""
@@ -517,10 +552,26 @@ class _Steps:
 
 @dataclasses.dataclass
 class _Verdicts:
-    """What a comparison of several outputs found: the problems, the worst error in roundings."""
+    """What a comparison of several outputs found: the problems, the worst error in roundings, the
+    outputs missing or of another shape, dtype or device (``unlike``)."""
 
     wrong: list[str]
     units: float | None
+    unlike: list[str] = dataclasses.field(default_factory=list)
+
+    def join(self, other: "_Verdicts") -> "_Verdicts":
+        """Both calls' findings; the worst error in roundings only where every problem of each is a value."""
+        failed = [v.units for v in (self, other) if v.wrong]
+        return _Verdicts(self.wrong + other.wrong, None if not failed or None in failed else max(failed),
+                         self.unlike + other.unlike)
+
+    def hint(self, values_hint: str, values_differ: bool = False) -> str:
+        """The diagnosis of what differed: outputs unlike the case's own call's (SHAPE_HINT), values
+        (``values_hint``, also where ``values_differ`` says so from elsewhere)."""
+        said = [SHAPE_HINT.format(names=", ".join(self.unlike))] if self.unlike else []
+        if values_differ or len(self.wrong) > len(self.unlike):
+            said.append(values_hint)
+        return "; ".join(said)
 
 
 def new_seed(case: Case) -> int:
