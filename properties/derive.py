@@ -499,6 +499,10 @@ class DeclaredOp(OpSpec):
         centers = [rounding.row_max_center(t) if s else None for t, s in zip(tensors, shifted)]
         spreads = rounding.spread(evaluate, tensors, rounding.unit_roundoff(inputs.dtype), base, centers=centers)
         terms = self.terms(f64, upstream, base, inputs.grad_wrt, inputs.dtype)
+        n_out = len(base) - len(inputs.grad_wrt)
+        grad_of = {floats.index(p): n_out + j for j, p in enumerate(inputs.grad_wrt) if p in floats}
+        for k, extra in rounding.shift_residues(evaluate, tensors, base, n_out, grad_of).items():
+            terms[k] = terms[k] + extra.to(terms[k].device)
         first = self.oracle_forward_name(inputs)
         names = [first, *self.output_checks[1:], *self.grad_checks]
         expected = {}

@@ -144,3 +144,49 @@ def spread(
                 worst[k] = torch.maximum(worst[k], d)
         total = [acc + w for acc, w in zip(total, worst)]
     return total
+
+
+SHIFT_TOLERANCE = 1e-8  # relative change of a float64 output under a row shift still read as invariance
+
+
+def shift_residues(evaluate: Callable[[Sequence[torch.Tensor]], Sequence[torch.Tensor]], tensors: Sequence[torch.Tensor],
+                   base: Sequence[torch.Tensor], n_out: int, grad_of: dict[int, int]) -> dict[int, torch.Tensor]:
+    """Terms that a shift-invariant formula adds to a gradient, per gradient (its index in ``base``).
+
+    Where every output is invariant to adding a constant to each row (last dim) of an input (the
+    max of a softmax, the lse of a log-softmax or a cross-entropy, the mean of a layer norm), a
+    kernel may form that shift and differentiate through it (autograd through ``x.amax()``, a
+    subtracted mean): the gradient that reaches the shift is exactly zero, but it is computed as a
+    sum of the row's gradient terms, so its rounding residue, a few roundings of sum |dx| over the
+    row, lands on the row's max (where amax routes it) or on every element (a mean's 1/N). Found
+    by trying the float64 reference on the shifted input (``grad_of``: tensor index -> the index
+    of its gradient in ``base``); each such gradient gets sum |dx| at its rows' max and sum |dx| / N
+    everywhere as terms."""
+    out = {}
+    for i, k in grad_of.items():
+        t = tensors[i]
+        if t.dim() == 0 or t.shape[-1] < 2:
+            continue
+        finite = torch.isfinite(t)
+        scale = torch.where(finite, t.abs(), torch.zeros_like(t)).amax(-1, keepdim=True)
+        moved = evaluate([s + (0.375 * scale + 0.5) if j == i else s for j, s in enumerate(tensors)])
+        if not all(_unchanged(m, b) for m, b in zip(moved[:n_out], base[:n_out])):
+            continue
+        g = base[k].detach().to(torch.float64).abs()
+        g = torch.where(torch.isfinite(g), g, torch.zeros_like(g))
+        row = g.sum(-1, keepdim=True)
+        at_max = finite & (t == row_max_center(t))
+        out[k] = torch.where(at_max, row, torch.zeros_like(g)) + row / t.shape[-1]
+    return out
+
+
+def _unchanged(moved: torch.Tensor, base: torch.Tensor) -> bool:
+    """The same non-finite pattern, and finite values within SHIFT_TOLERANCE of the output's size."""
+    a, b = moved.detach().to(torch.float64), base.detach().to(torch.float64)
+    if not torch.equal(torch.isfinite(a), torch.isfinite(b)):
+        return False
+    both = torch.isfinite(b)
+    if not bool(both.any()):
+        return False
+    size = b[both].abs().max()
+    return bool(((a[both] - b[both]).abs() <= SHIFT_TOLERANCE * (b[both].abs() + size)).all())
