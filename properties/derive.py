@@ -10,7 +10,10 @@ From the declared inputs the engine derives, identically for every declared op:
   layout, value kind and scalar values of each shape and dtype picked by their stable hash
   (harness.cases.case.stable_pick), then per dtype a case for each kind and layout the picks
   left out (``cover``); then each shape the picks left without it as the plain case, contiguous fp32 with rows ignored where the op has an ignorable index (what a
-  kernel or library wrapper narrowed to contiguous fp32 takes). On CUDA also the index-width cases
+  kernel or library wrapper narrowed to contiguous fp32 takes); per dtype, where the op has two
+  tensors of one declared shape, a case in each apart layout (properties.apart: every tensor of
+  the call its own row stride and storage offset, and memory orders that differ for each pair in
+  some case) on a small shape with at least two elements along every dim. On CUDA also the index-width cases
   (properties.layouts): each float input and the upstream gradient stretched in turn by
   index_width_rows and (2-D and more) index_width_cols, then each index tensor (a target) by
   index_width_rows, rows 3..5 and row lengths 7..33, bf16
@@ -42,13 +45,13 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from harness.cases.case import Case, content_seed, stable_pick
+from harness.cases.case import Case, content_seed, stable_least, stable_pick
 from harness.compare import rounding
 from harness.compare.tolerances import Tolerance
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
 from harness.errors import UsageError
-from properties import case_params, layouts, leading, row_kinds, strategies, values
+from properties import apart, case_params, layouts, leading, row_kinds, strategies, values
 
 ALL_IGNORED = "all_ignored"
 IGNORED = ("none", "some", "all")
@@ -63,6 +66,7 @@ FLOOR_SIZES = (1, 2, 17, 31, 63, 64, 65, 127, 255, 256, 257, 1023, 1025, 4093, 4
 # multi-block kernel past 65536 columns), and a path no case reaches is never verified
 FLOOR_SIZES_GPU = (16385, 32769, 65537)
 COMPANION = 7  # the other dims of a floor shape: small, prime, more than one row
+APART_ELEMENTS = 4096  # the largest tensor of an apart case's shape, where a floor shape that small has every dim >= 2
 # the CUDA floor's index-width cases (properties.layouts): small shapes, one input stretched
 INDEX_WIDTH_DTYPES = (torch.bfloat16, torch.float32)
 INDEX_WIDTH_ROWS = (3, 4, 5)  # the dims that count rows
@@ -99,6 +103,14 @@ class DeclaredOp(OpSpec):
             self.layouts = self.layouts + (layouts.MIXED,)
         if len(tensors) > 1 and decl.output:  # each stride of dy unlike each of input 1's too
             self.layouts = self.layouts + (layouts.MIXED_ALT,)
+        # tensors of one call that a kernel may read with each other's strides: the declared
+        # shapes of the inputs and upstream gradients; layouts that set each one's strides apart
+        # where two share a declared shape, with an order bit for each doubling of the largest
+        # number of tensors of one rank (two of them may coincide in a case: attention's q and k)
+        self.tensor_dims = tuple(i.shape for i in tensors) + tuple(s for s in decl.output_shapes if s)
+        ranks = [len(s) for s in self.tensor_dims if s]
+        shared = len(set(self.tensor_dims)) < len(self.tensor_dims)
+        self.apart_layouts = apart.layouts_for(max(ranks.count(r) for r in ranks)) if shared else ()
         # what an index-width case may stretch (its ``wide``): each float input, the upstream gradient,
         self.wide_inputs = tuple((i.name, i.shape) for i in decl.inputs if isinstance(i, Tensor))
         if decl.output:
@@ -198,7 +210,7 @@ class DeclaredOp(OpSpec):
         cases = []
         for dtype in strategies.DTYPES:
             picked = [self.picked(shape, dtype) for shape in shapes]
-            cases += picked + self.cover(shapes, dtype, picked)
+            cases += picked + self.cover(shapes, dtype, picked) + self.apart_cases(shapes, dtype)
             if self.ignorable is not None:  # every row ignored: torch's mean is NaN there
                 for shape in shapes[:2]:
                     scalars = {s.name: s.values[0] for s in self.scalars}
@@ -241,6 +253,32 @@ class DeclaredOp(OpSpec):
             if all(c.get("layout") != layout for c in picked + out):
                 out.append(self.picked(stable_pick(roomy, self.name, name, layout), dtype, layout=layout))
         return out
+
+    def apart_cases(self, shapes: list[dict[str, int]], dtype: torch.dtype) -> list[Case]:
+        """A case of ``dtype`` in each apart layout (properties.apart), in the declaration's first
+        value kind (a kind of equal or zero rows could hide a row read with the wrong stride), on
+        a shape picked by its hash (stable_least) among those with at least two elements along
+        every dim (a row stride or a memory order matters only there), the most tensors of one
+        shape (attention's q and k where S = T and Hq = Hkv) and, where it can, no tensor above
+        APART_ELEMENTS elements."""
+        if not self.apart_layouts:
+            return []
+
+        def tensor_shapes(shape: dict[str, int]) -> list[tuple[int, ...]]:
+            return [tuple(shape[d] for d in dims) for dims in self.tensor_dims]
+
+        def pairs(shape: dict[str, int]) -> int:
+            counts = [tensor_shapes(shape).count(s) for s in set(tensor_shapes(shape))]
+            return sum(c * (c - 1) // 2 for c in counts)
+
+        spread = [s for s in shapes if all(s[d] >= 2 for d in self.dims if d in s)] or shapes
+        most = max(map(pairs, spread))
+        spread = [s for s in spread if pairs(s) == most]
+        small = [s for s in spread if max(map(math.prod, tensor_shapes(s))) <= APART_ELEMENTS] or spread
+        name = strategies.dtype_name(dtype)
+        kind = self.decl.value_kinds[0]
+        return [self.picked(stable_least(small, self._key, self.name, name, layout), dtype, kind=kind, layout=layout)
+                for layout in self.apart_layouts]
 
     def leading_cases(self, backend: str) -> list[Case]:
         """x[*lead, N] (properties.leading) for an op declaring ``leading``, after every other floor case."""
@@ -366,7 +404,7 @@ class DeclaredOp(OpSpec):
                 if d in self.decl.derived and case.get(d) != n:
                     raise UsageError(f"--case {case.id}: {d}={case.get(d)} is not allowed; the other dims make {d}={n}")
         layout = case.get("layout")
-        allowed = self.layouts + layouts.INDEX_WIDTH_LAYOUTS
+        allowed = self.layouts + self.apart_layouts + layouts.INDEX_WIDTH_LAYOUTS
         if case.get(leading.LEAD) is not None:
             if self.leading is None:
                 raise UsageError(f"--case {case.id}: {leading.LEAD} is not allowed; op {self.name} declares no leading dims")
@@ -410,6 +448,7 @@ class DeclaredOp(OpSpec):
         args: list[Any] = []
         drawn: dict[tuple[int, ...], torch.Tensor] = {}  # float inputs by shape, before placement
         k = 0  # the tensor inputs' count, for the mixed layout
+        members = apart.Members()  # every tensor's place in the call, for the apart layouts
         for inp in self.decl.inputs:
             if isinstance(inp, Scalar):
                 args.append(inp.from_case(case[inp.name]))
@@ -431,7 +470,7 @@ class DeclaredOp(OpSpec):
                 t = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
             if not isinstance(inp, Index):
                 drawn.setdefault(shape, t)
-            args.append(leading.place(t, layouts.for_input(layout, k, inp.name, wide), device))
+            args.append(place(t, layout, k, inp.name, wide, members, device))
             k += 1
         ups = []
         for j, dims in enumerate(self.decl.output_shapes):  # one upstream gradient per output
@@ -443,8 +482,7 @@ class DeclaredOp(OpSpec):
             else:
                 out_shape = tuple(sizes[d] for d in dims)
             if out_shape:
-                ups.append(leading.place(values.upstream(out_shape, gen).to(dtype),
-                                         layouts.for_input(layout, -1, name, wide), device))
+                ups.append(place(values.upstream(out_shape, gen).to(dtype), layout, -1, name, wide, members, device))
             else:  # a scalar: random size and sign, never 1
                 size = 0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)
                 ups.append((size * (1 if torch.rand((), generator=gen) < 0.5 else -1)).to(dtype).to(device))
@@ -645,6 +683,16 @@ class DeclaredOp(OpSpec):
     def output_dims(self, sizes: dict[str, int]) -> list[tuple[str | None, int]]:
         """The output's axes: (the dim it is, None for a fixed one; its size)."""
         return [(d, sizes[d]) for d in self.decl.output]
+
+
+def place(t: torch.Tensor, layout: str, k: int, name: str, wide: str | None, members: apart.Members,
+          device: str) -> torch.Tensor:
+    """The k-th tensor input of a case (k = -1: an upstream gradient), named ``name``, in the
+    case's ``layout``; ``members`` numbers the call's tensors for an apart layout."""
+    n, j = members.next(tuple(t.shape))
+    if apart.is_apart(layout):
+        return apart.place(t, layout, n, j, device)
+    return leading.place(t, layouts.for_input(layout, k, name, wide), device)
 
 
 def _takes_tiny(fn) -> bool:

@@ -22,6 +22,8 @@ missing offset) reads NaN, and one that writes outside it changes bytes the
                layout (transposed), here both of its strides differ from input 1's; for ops with
                two or more tensor inputs and an upstream gradient.
 3-D and larger tensors are transposed in their last two dimensions and column-sliced in the last.
+Tensors of one shape under these layouts still share strides (mixed: in memory order only, undone by
+a wrapper's ``.contiguous()``): properties.apart gives each tensor of a call strides of its own.
 
 Index-width layouts (GPU only: the CUDA floor's cases, never the interpreter's nor a hypothesis
 strategy's). A kernel that computes an element offset in int32 (``X + row * stride`` with both

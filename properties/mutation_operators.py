@@ -4,6 +4,8 @@ Each operator receives one AST node of a ``@triton.jit`` function and the functi
 :class:`Scope`, and yields replacement nodes (it never modifies the node it is given). The
 engine (``harness.mutation.mutagen``) visits every node of every kernel in a fixed order and applies
 the operators in table order, so a generated mutant's name always denotes the same change.
+``HOST_OPERATORS`` do the same for the module's other top-level functions, the host code that
+launches the kernels (wrappers): their changes are in the arguments a launch passes.
 
 Replacements that could never compile on a GPU are not generated at all (e.g. a runtime
 size as a ``tl.arange`` bound: shapes must be ``tl.constexpr``); everything else that fails
@@ -17,7 +19,7 @@ import copy
 import dataclasses
 from typing import Callable, Iterator
 
-__all__ = ["BACKENDS", "OPERATORS", "Scope", "Operator"]
+__all__ = ["BACKENDS", "HOST_OPERATORS", "OPERATORS", "Scope", "Operator"]
 
 Operator = Callable[[ast.AST, "Scope"], Iterator[ast.AST]]
 
@@ -35,6 +37,8 @@ class Scope:
     params: tuple[str, ...]
     constexprs: frozenset[str]
     parents: dict[int, ast.AST]  # id(node) -> parent node
+    # host code: the module's jit functions and their parameters, in order (what a launch binds)
+    kernels: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def size_to_block(self) -> dict[str, str]:
@@ -432,6 +436,109 @@ def _is_mask_like(node: ast.AST) -> bool:
     return False
 
 
+# --- host code: the launches of a wrapper ---------------------------------------------------------
+
+
+def stride_swap(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """At a kernel launch, a stride of one input passed for another's of the same rank (both
+    parameters of the wrapper): ``x.stride(0)`` -> ``residual.stride(0)``, ``*k.stride()`` ->
+    ``*v.stride()``. The kernel then reads one tensor with another's strides, which only a case
+    that gives the two different strides shows (properties.apart). A launch is ``K[grid](...)``
+    or ``helper(K, grid, ...)`` for a jit function K of the module. Ranks: an input's ``.stride(d)``
+    arguments name its dims; a ``*t.stride()`` takes as many of the kernel's parameters as the run
+    of them sharing a name but for the last letter (stride_xm, stride_xn), and none is generated
+    when the kernel's parameters cannot be matched to the launch's arguments that way."""
+    launch = scope.parent(node)
+    stride = _stride_of(node)
+    if stride is None or not isinstance(launch, ast.Call) or node not in (_launch_args(launch, scope) or ()):
+        return
+    tensor, dim = stride
+    ranks = _launch_ranks(launch, scope)
+    if tensor not in scope.params or tensor not in ranks:
+        return
+    for other, rank in ranks.items():
+        if other != tensor and other in scope.params and rank == ranks[tensor]:
+            call = ast.Call(func=ast.Attribute(value=ast.Name(id=other, ctx=ast.Load()), attr="stride", ctx=ast.Load()),
+                            args=[] if dim is None else [copy.deepcopy(node.args[0])], keywords=[])
+            yield ast.Starred(value=call, ctx=ast.Load()) if dim is None else call
+
+
+def drop_contiguous(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
+    """``x.contiguous()`` -> ``x`` for an input x of the wrapper (a parameter): a kernel that
+    assumes the copy's strides (a unit-stride last dim, or another input's row stride) gets the
+    caller's view."""
+    if (call_name(node) == "contiguous" and not node.args and not node.keywords
+            and isinstance(node.func.value, ast.Name) and node.func.value.id in scope.params):
+        yield ast.Name(id=node.func.value.id, ctx=ast.Load())
+
+
+def _launch_args(call: ast.Call, scope: Scope) -> list[ast.expr] | None:
+    """The kernel arguments of a launch (``K[grid](*args)``, ``helper(K, grid, *args)``); None
+    for another call."""
+    if isinstance(call.func, ast.Subscript):
+        return call.args
+    if len(call.args) > 1 and isinstance(call.args[0], ast.Name) and call.args[0].id in scope.kernels:
+        return call.args[2:]
+    return None
+
+
+def _launched(call: ast.Call) -> str | None:
+    if isinstance(call.func, ast.Subscript):
+        return call.func.value.id if isinstance(call.func.value, ast.Name) else None
+    return call.args[0].id
+
+
+def _stride_of(node: ast.AST) -> tuple[str, str | None] | None:
+    """``t.stride(d)`` -> (t, d as written); ``*t.stride()`` -> (t, None); else None."""
+    star = isinstance(node, ast.Starred)
+    call = node.value if star else node
+    if not (call_name(call) == "stride" and isinstance(call.func.value, ast.Name) and not call.keywords):
+        return None
+    if star and not call.args:
+        return call.func.value.id, None
+    if not star and len(call.args) == 1 and isinstance(_literal(call.args[0]), int):
+        return call.func.value.id, ast.unparse(call.args[0])
+    return None
+
+
+def _literal(node: ast.AST):
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _literal(node.operand)
+        return -value if isinstance(value, int) else None
+    return node.value if isinstance(node, ast.Constant) and not isinstance(node.value, bool) else None
+
+
+def _launch_ranks(call: ast.Call, scope: Scope) -> dict[str, object]:
+    """Each tensor whose strides the launch passes -> its rank: the set of dims of its
+    ``.stride(d)`` arguments, or the count a ``*t.stride()`` expands to (``stride_swap``)."""
+    args = _launch_args(call, scope) or []
+    ranks: dict[str, object] = {}
+    for a in args:
+        stride = _stride_of(a)
+        if stride is not None and stride[1] is not None:
+            ranks.setdefault(stride[0], set()).add(stride[1])
+    ranks = {t: frozenset(d) for t, d in ranks.items()}
+    params = scope.kernels.get(_launched(call) or "")
+    if params is None:
+        return ranks
+    keywords = {k.arg for k in call.keywords}
+    positional = [p for p in params if p not in keywords]
+    i, stars = 0, {}
+    for a in args:
+        if isinstance(a, ast.Starred):
+            stride = _stride_of(a)
+            if stride is None or i >= len(positional):
+                return ranks
+            run = 1
+            while i + run < len(positional) and positional[i + run][:-1] == positional[i][:-1]:
+                run += 1
+            stars[stride[0]] = run
+            i += run
+        else:
+            i += 1
+    return {**ranks, **stars} if i == len(positional) else ranks
+
+
 # The table: name -> generator. Order matters only for naming (it is part of the mutant name).
 OPERATORS: dict[str, Operator] = {
     "size_block_swap": size_block_swap,
@@ -456,6 +563,12 @@ OPERATORS: dict[str, Operator] = {
     "where_branch_swap": where_branch_swap,
     "mask_and_to_or": mask_and_to_or,
     "exp2_drop_log2e": exp2_drop_log2e,
+}
+
+# The host code's table (mutagen applies it to a kernel module's top-level functions that are not jit).
+HOST_OPERATORS: dict[str, Operator] = {
+    "stride_swap": stride_swap,
+    "drop_contiguous": drop_contiguous,
 }
 
 # Operators whose bugs only some backends can show: their generated mutants carry these

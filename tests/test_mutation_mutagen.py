@@ -11,6 +11,7 @@ import torch
 from harness.mutation import mutagen
 from harness.errors import HarnessError, RegistryError
 from harness.registry.registry import REGISTRY
+from properties.mutation_operators import HOST_OPERATORS, OPERATORS
 
 KERNEL_FILE = Path(__file__).resolve().parent.parent / "kernels" / "rmsnorm.py"
 
@@ -28,8 +29,11 @@ def test_generation_is_deterministic_so_a_worker_can_rebuild_a_mutant_by_name():
 
 def test_every_jit_function_of_the_kernels_package_is_mutated():
     assert "kernels.rmsnorm" in mutagen.project_modules()
-    functions = {m.function for m in mutagen.mutations("kernels.rmsnorm")}
+    functions = {m.function for m in mutagen.mutations("kernels.rmsnorm") if m.operator in OPERATORS}
     assert functions == {"_rmsnorm_forward", "_rows_of", "_rmsnorm_backward", "_sum_partials"}
+    # the host code: the wrapper that launches the backward with x's and dy's strides
+    host = {m.function for m in mutagen.mutations("kernels.rmsnorm") if m.operator in HOST_OPERATORS}
+    assert host == {"_backward"}
 
 
 def test_block_divisor_mutant_runs_through_the_real_wrapper_and_disk_is_untouched():

@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from harness.mutation.mutagen import _scope, _visit
-from properties.mutation_operators import BACKENDS, OPERATORS
+from properties.mutation_operators import BACKENDS, HOST_OPERATORS, OPERATORS
 
 KERNEL = textwrap.dedent(
     """
@@ -65,6 +65,66 @@ def mutants(operator: str, kernel: str = KERNEL) -> list[str]:
         for new in OPERATORS[operator](node, scope):
             out.append(ast.unparse(new))
     return out
+
+
+# host code: the launches of a wrapper (HOST_OPERATORS)
+HOST = textwrap.dedent(
+    """
+    @triton.jit
+    def k(X, R, G, stride_xm, stride_xn, stride_rm, stride_rn, stride_g, BLOCK: tl.constexpr):
+        pass
+
+    @triton.jit
+    def rot(X, COS, SIN, n, stride_xb, stride_xs, stride_xd, stride_cp, stride_cr, stride_sp, stride_sr, BLOCK: tl.constexpr):
+        pass
+
+    def wrapper(x, residual, gamma, cos, sin):
+        y = torch.empty_like(x)
+        t = x.contiguous()
+        w = (x * 2).contiguous()
+        launch(k, grid, x, residual, gamma, x.stride(0), x.stride(1), residual.stride(0), residual.stride(1), gamma.stride(0), BLOCK=4)
+        k[grid](x, residual, gamma, x.stride(-2), x.stride(-1), residual.stride(-2), residual.stride(-1), gamma.stride(0), BLOCK=4)
+        launch(rot, grid, x, cos, sin, 3, *x.stride(), *cos.stride(), *sin.stride(), BLOCK=4)
+        launch(rot, grid, x, cos, sin, *x.stride(), *cos.stride(), *sin.stride(), BLOCK=4)
+        helper(x.stride(0), residual.stride(0), y.stride(0))
+        k[grid](x, y, gamma, x.stride(0), x.stride(1), y.stride(0), y.stride(1), gamma.stride(0), BLOCK=4)
+    """
+)
+
+
+def host_mutants(operator: str) -> list[str]:
+    tree = ast.parse(HOST)
+    kernels = {fn.name: tuple(a.arg for a in fn.args.args) for fn in tree.body[:2]}
+    fn = tree.body[2]
+    visited = _visit(fn)
+    scope = _scope(fn, visited, kernels)
+    before = ast.dump(fn)
+    out = [ast.unparse(new) for node, _, _, _ in visited for new in HOST_OPERATORS[operator](node, scope)]
+    assert ast.dump(fn) == before
+    return out
+
+
+def test_stride_swap_passes_one_inputs_stride_for_anothers_of_the_same_rank():
+    # bug class: one input read with another's strides (a copied launch argument list)
+    assert host_mutants("stride_swap") == [
+        "residual.stride(0)", "residual.stride(1)", "x.stride(0)", "x.stride(1)",  # launch(k, grid, ...)
+        "residual.stride(-2)", "residual.stride(-1)", "x.stride(-2)", "x.stride(-1)",  # k[grid](...)
+        "*sin.stride()", "*cos.stride()",  # x is 3-D (three stride_x* parameters), cos and sin 2-D
+    ]  # not: gamma (rank 1 alone), a star launch whose arguments do not match rot's parameters,
+    # a call that is not a launch, y (not an input of the wrapper)
+
+
+def test_drop_contiguous_only_for_an_input_of_the_wrapper():
+    assert host_mutants("drop_contiguous") == ["x"]
+
+
+def test_mutagen_applies_the_host_table_to_a_modules_other_functions():
+    from harness.mutation import mutagen
+
+    found = {(m.function, m.operator) for m in mutagen.mutations("kernels.swiglu")}
+    assert ("_forward", "stride_swap") in found and ("_backward", "stride_swap") in found
+    assert not any(op in HOST_OPERATORS for f, op in found if f.startswith("_swiglu"))
+    assert not any(op in OPERATORS for f, op in found if f in ("_forward", "_backward"))
 
 
 def test_the_table_has_every_documented_operator():

@@ -81,6 +81,13 @@ def stable_pick(options, *key):
     return options[_sha1("|".join(map(_fmt, key)), 12) % len(options)]
 
 
+def stable_least(options, name, *key):
+    """The one of ``options`` whose stable hash, with ``key``, is least (``name``: an option's
+    text). Unlike stable_pick, options added later change the choice only where one of them is
+    chosen: a floor that gains a shape keeps the other choices."""
+    return min(options, key=lambda o: _sha1("|".join(map(_fmt, (*key, name(o)))), 12))
+
+
 def _sha1(text: str, digits: int) -> int:
     return int(hashlib.sha1(text.encode()).hexdigest()[:digits], 16)
 

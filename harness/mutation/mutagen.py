@@ -8,8 +8,9 @@ registers (``REGISTRY.capturing()``) and the campaign registers the captured cal
 mutant. Two sources of changes share this machinery:
 
 - generated: ``properties.mutation_operators.OPERATORS`` applied to every node of every
-  ``@triton.jit`` function of every module of the ``kernels`` package, in a fixed order, so a
-  worker process regenerates a mutant from its name alone;
+  ``@triton.jit`` function of every module of the ``kernels`` package, and ``HOST_OPERATORS``
+  to every node of the modules' other top-level functions (the launches), in a fixed order, so
+  a worker process regenerates a mutant from its name alone;
 - catalog: a hand-written text patch (``old`` -> ``new``, matching exactly once).
 
 Every launch of a mutant module's jit functions is guarded: an exception Triton raises
@@ -216,7 +217,7 @@ def _visit(fn: ast.FunctionDef) -> list[tuple[ast.AST, ast.AST, str, int | None]
     return out
 
 
-def _scope(fn: ast.FunctionDef, visited) -> Any:
+def _scope(fn: ast.FunctionDef, visited, kernels: dict[str, tuple[str, ...]] | None = None) -> Any:
     from properties.mutation_operators import Scope
 
     params = tuple(a.arg for a in fn.args.args)
@@ -224,7 +225,7 @@ def _scope(fn: ast.FunctionDef, visited) -> Any:
         a.arg for a in fn.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)
     )
     parents = {id(node): parent for node, parent, _, _ in visited}
-    return Scope(params=params, constexprs=constexprs, parents=parents)
+    return Scope(params=params, constexprs=constexprs, parents=parents, kernels=dict(kernels or {}))
 
 
 def _is_jit_def(fn: ast.AST) -> bool:
@@ -232,27 +233,30 @@ def _is_jit_def(fn: ast.AST) -> bool:
 
 
 def mutations(module_name: str) -> list[Mutation]:
-    """Every generated mutation of the module's @triton.jit functions, in a fixed order,
-    without duplicates (two operators giving the same function text count once)."""
+    """Every generated mutation of the module's @triton.jit functions (``OPERATORS``) and of its
+    other top-level functions, the host code that launches them (``HOST_OPERATORS``), in a fixed
+    order, without duplicates (two operators giving the same function text count once)."""
     from properties import mutation_operators
-    from properties.mutation_operators import OPERATORS
+    from properties.mutation_operators import HOST_OPERATORS, OPERATORS
 
     module = importlib.import_module(module_name)
     source = inspect.getsource(module)
     path = _display_path(inspect.getsourcefile(module) or module_name)
     tree = ast.parse(source)
     cache = _Picks(module_name, source, path, inspect.getsource(mutation_operators))
+    kernels = {fn.name: tuple(a.arg for a in fn.args.args) for fn in tree.body if _is_jit_def(fn)}
     out: list[Mutation] = []
     for fn in tree.body:
-        if not _is_jit_def(fn):
+        if not isinstance(fn, ast.FunctionDef):
             continue
+        table = OPERATORS if fn.name in kernels else HOST_OPERATORS
         visited = _visit(fn)
-        scope = _scope(fn, visited)
+        scope = _scope(fn, visited, kernels)
         before = ast.unparse(fn) if cache.known is None else None
         seen = {before}
         counters: dict[str, int] = {}
         for k, (node, parent, field, idx) in enumerate(visited):
-            for op_name, operator in OPERATORS.items():
+            for op_name, operator in table.items():
                 for r, replacement in enumerate(operator(node, scope)):
                     site = (fn.name, k, op_name, r)
                     if cache.known is not None:  # the picks of an identical source: no unparse

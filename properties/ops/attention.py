@@ -20,7 +20,9 @@ and the index-width cases (one input at a time with a stride just under 2**31). 
 the engine's (contiguous, transposed = D-major, offset, permuted, mixed) plus ``bshd`` (each
 tensor a [B, L, H, D] tensor viewed as [B, H, L, D], as a model's projections produce) and
 ``kv_cache`` (q as bshd, k and v the first T positions of a NaN-padded [B, H, T + 5, D] cache:
-a kernel that reads a key past T reads NaN).
+a kernel that reads a key past T reads NaN); per dtype also the apart layouts (properties.apart:
+q, k, v and do each with strides and a storage offset of their own), on a shape where all four
+have one shape.
 
 Value kinds (q and k drawn so that the scores have the size the kind names, whatever D and
 scale; v is N(0, 1)):
@@ -52,7 +54,7 @@ from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.opspec import OpInputs
 from harness.registry.registry import register_op
 from oracles.attention import attention_backward_magnitudes, attention_forward_magnitudes, attention_reference
-from properties import layouts, strategies, values
+from properties import apart, layouts, strategies, values
 from properties.derive import DeclaredOp, unique
 
 KINDS = ("normal", "large_logits", "negative_logits", "ties")
@@ -138,7 +140,7 @@ class AttentionOp(DeclaredOp):
         cases = []
         for dtype in strategies.DTYPES:
             picked = [self.picked(shape, dtype) for shape in shapes]
-            cases += picked + self.cover(shapes, dtype, picked)
+            cases += picked + self.cover(shapes, dtype, picked) + self.apart_cases(shapes, dtype)
         have = {(tuple(int(c[n]) for n in DIMS), c["layout"], c["dtype"], c["causal"]) for c in cases}
         for shape in shapes + [dict(zip(DIMS, s)) for s in PLAIN_ONLY_SHAPES]:  # the plain case: contiguous fp32, causal
             size = tuple(shape[n] for n in DIMS)
@@ -200,7 +202,8 @@ class AttentionOp(DeclaredOp):
         v = torch.randn((b, hkv, t, d), generator=gen, dtype=torch.float64)
         do = values.upstream((b, hq, s, d), gen)
         wide = case.get(layouts.WIDE)
-        placed = [place(x.to(dtype), layout, n, name, wide, device)
+        members = apart.Members()
+        placed = [place(x.to(dtype), layout, n, name, wide, device, members.next(tuple(x.shape))[1])
                   for n, (name, x) in enumerate((("q", q), ("k", k), ("v", v), (layouts.UPSTREAM, do)))]
         return OpInputs(args=(placed[0], placed[1], placed[2], causal, scale), grad_wrt=(0, 1, 2),
                         upstream=placed[3], dtype=dtype, layout=layout)
@@ -225,8 +228,11 @@ def draw_scores(kind: str, q_shape, k_shape, scale: float, gen: torch.Generator)
     return q, k
 
 
-def place(x: torch.Tensor, layout: str, n: int, name: str, wide: str | None, device: str) -> torch.Tensor:
-    """The n-th tensor of a call (q, k, v, then the upstream gradient) in ``layout``."""
+def place(x: torch.Tensor, layout: str, n: int, name: str, wide: str | None, device: str, member: int = 0) -> torch.Tensor:
+    """The n-th tensor of a call (q, k, v, then the upstream gradient) in ``layout``; ``member``:
+    its index among the earlier tensors of its shape, for an apart layout (properties.apart)."""
+    if apart.is_apart(layout):
+        return apart.place(x, layout, n, member, device)
     if layout in layouts.INDEX_WIDTH_LAYOUTS:
         return layouts.place(x, layouts.for_input(layout, n, name, wide), device)
     if layout == layouts.MIXED:
