@@ -56,3 +56,72 @@ def test_install_is_idempotent_and_other_casts_untouched():
     y = torch.empty(4, dtype=torch.float16)
     _to_bf16[(1,)](x, y, N=4)  # float32 -> float16: Triton's own conversion
     assert torch.equal(y, x.to(torch.float16))
+
+
+@triton.jit
+def _bf16_math(A, B, O, S, N: tl.constexpr, OP: tl.constexpr):
+    i = tl.arange(0, N)
+    a = tl.load(A + i)  # bf16, no upcast: arithmetic on bf16 values
+    b = tl.load(B + i)
+    if OP == 0:
+        r = a + b
+    elif OP == 1:
+        r = a * b
+    elif OP == 2:
+        r = tl.fma(a, b, a)
+    elif OP == 3:
+        r = tl.where(a > b, a, b)
+    elif OP == 4:
+        r = tl.maximum(a, b)
+    elif OP == 5:
+        r = a - b
+    else:
+        r = -a
+    tl.store(O + i, r)
+    tl.store(S, tl.sum(a, axis=0))
+    tl.store(S + 1, tl.max(b, axis=0))
+
+
+@triton.jit
+def _bf16_exp(A, O, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(O + i, tl.exp(tl.load(A + i).to(tl.float32)).to(tl.bfloat16))
+
+
+BF16_OPS = {0: lambda a, b: a + b, 1: lambda a, b: a * b, 2: lambda a, b: a * b + a,
+            3: lambda a, b: torch.where(a > b, a, b), 4: torch.maximum, 5: lambda a, b: a - b, 6: lambda a, b: -a}
+
+
+@pytest.mark.parametrize("op", sorted(BF16_OPS))
+def test_bf16_arithmetic_computes_the_values_a_gpu_computes(op):
+    """Each operation on bf16 operands gives the float32 result rounded to nearest even bf16
+    (the interpreter's own result is garbage: it adds the raw bits), and so do the sum and max."""
+    assert interpreter_casts.install()
+    g = torch.Generator().manual_seed(op)
+    a = (torch.randn(64, generator=g) * 3).to(torch.bfloat16)
+    b = (torch.randn(64, generator=g) * 3).to(torch.bfloat16)
+    out, s = torch.empty_like(a), torch.empty(2, dtype=torch.bfloat16)
+    _bf16_math[(1,)](a, b, out, s, N=64, OP=op)
+    expected = BF16_OPS[op](a.float(), b.float()).to(torch.bfloat16)  # fp32 then one rounding (RNE)
+    assert torch.equal(out, expected)
+    assert torch.equal(s[0], a.float().sum().to(torch.bfloat16)) and torch.equal(s[1], b.max())
+    e = torch.empty_like(a)
+    _bf16_exp[(1,)](a, e, N=64)
+    assert torch.allclose(e.float(), a.float().exp().to(torch.bfloat16).float(), rtol=2 ** -7, atol=0)
+
+
+@triton.jit
+def _bf16_dot(A, B, C, N: tl.constexpr):
+    i = tl.arange(0, N)
+    a = tl.load(A + i[:, None] * N + i[None, :])
+    b = tl.load(B + i[:, None] * N + i[None, :])
+    tl.store(C + i[:, None] * N + i[None, :], tl.dot(a, b))
+
+
+def test_bf16_dot_accumulates_the_values_in_fp32():
+    assert interpreter_casts.install()
+    g = torch.Generator().manual_seed(7)
+    a, b = (torch.randn((16, 16), generator=g).to(torch.bfloat16) for _ in range(2))
+    c = torch.empty((16, 16), dtype=torch.float32)
+    _bf16_dot[(1,)](a, b, c, N=16)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-6, atol=1e-6)

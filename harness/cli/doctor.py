@@ -113,7 +113,13 @@ def _backend(name: str, out: _Out):
     else:
         out.line("ok", f"device: CPU ({platform.machine()}, {os.cpu_count()} cores), kernels run in the Triton interpreter")
         gpu = "a CUDA GPU is visible but not used" if torch.cuda.is_available() else "no CUDA GPU visible"
-        out.line("note", f"{gpu}; the interpreter cannot show races, and bf16 arithmetic is emulated",
+        from harness.run import interpreter_casts
+
+        fixed = ("the harness corrects the interpreter's " + "; ".join(interpreter_casts.CORRECTED)
+                 + " (fp32 values, rounded to nearest even bf16, as a GPU computes them)") \
+            if interpreter_casts.install() else "this Triton's interpreter internals are not the ones the harness " \
+            "corrects: bf16 arithmetic on bf16 values gives garbage here; upcast loads to fp32"
+        out.line("note", f"{gpu}; the interpreter cannot show races; {fixed}",
                  "bench and sanitize need a GPU (--backend cuda on a GPU machine)")
     return backend
 
