@@ -67,7 +67,8 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             console.print(
                 f"time {k['name']}: kernel runs {t.get('kernel_s', 0):.1f} s, Triton compilation "
                 f"{t.get('compile_s', 0):.1f} s, oracle {t.get('oracle_s', 0):.1f} s, checks {t.get('checks_s', 0):.1f} s, "
-                f"start-up and case generation {t.get('other_s', 0):.1f} s",
+                f"start-up and case generation {t.get('other_s', 0):.1f} s; "
+                f"{k.get('specializations', 0)} Triton specialization(s) (what CUDA compiles)",
                 highlight=False,
             )
 

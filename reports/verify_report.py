@@ -250,6 +250,8 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
         "checks": checks,
         "worst_err_ratio": worst,
         "time_breakdown": time_breakdown,
+        # distinct Triton specialization keys its cases launched: what CUDA compiles for this suite
+        "specializations": len({k for r in records for k in (r.get("specializations") or ())}),
         **extra,
     }
 

@@ -34,6 +34,7 @@ class CaseRecord:
     message: str = ""
     phase: Phase = Phase.FLOOR
     seconds: float | None = None
+    specializations: list[str] | None = None  # first record of a case: the Triton keys its kernel calls launched
     timing: dict | None = None  # first record of a case: seconds in kernel calls, oracle, checks
     # a failure the kernel declares deliberate (Contract(waive={check: reason})): the reason; such
     # a record has passed=True so no gate fails on it, and every report shows it as "waived"

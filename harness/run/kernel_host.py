@@ -25,7 +25,7 @@ from typing import Any, Callable
 import torch
 
 from harness.vocabulary import Check, KernelEnd
-from harness.run import backend, compile_clock, interpreter_casts, launches
+from harness.run import backend, compile_clock, interpreter_casts, launches, specializations
 from harness.run.oob import find_out_of_bounds
 
 REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")  # the expected answers to an out-of-contract case
@@ -69,6 +69,7 @@ class Reply:
     compile_s: float = 0.0
     startup_s: float = 0.0  # starting a fresh kernel process first (start-up, not the case's time)
     launches: int = 0  # Triton kernels the call launched (harness.run.launches)
+    specializations: tuple[str, ...] = ()  # the call's new Triton specialization keys (harness.run.specializations)
 
 
 class KernelLost(Exception):
@@ -136,6 +137,7 @@ class Session:
         self.out: Any = None
         compile_clock.install()
         launches.install()
+        specializations.install()
         if backend.current().is_interpreter:
             interpreter_casts.install()
 
@@ -151,6 +153,7 @@ class Session:
         reply.kernel_s = time.perf_counter() - started
         reply.compile_s = min(reply.kernel_s, compile_clock.seconds() - compiled)
         reply.launches = launches.count() - launched
+        reply.specializations = specializations.drain()
         return reply
 
     def contract_call(self, args: tuple) -> Reply:

@@ -249,6 +249,7 @@ def _reply(answer: dict) -> Reply:
         kernel_s=float(answer.get("kernel_s", 0.0)),
         compile_s=float(answer.get("compile_s", 0.0)),
         launches=int(answer.get("launches", 0)),
+        specializations=tuple(str(k)[:2000] for k in (answer.get("specializations") or ())[:10000]),
     )
 
 

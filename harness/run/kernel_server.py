@@ -85,6 +85,7 @@ def _answer(reply, fn) -> dict:
     build or launch has shown it (harness.mutation.mutagen), so the judge can say so."""
     return {"value": _plain(reply.value), "error": dataclasses.asdict(reply.error) if reply.error else None,
             "kernel_s": reply.kernel_s, "compile_s": reply.compile_s, "launches": reply.launches,
+            "specializations": list(reply.specializations),
             "incompetent": _text(getattr(fn, "incompetent", None))}
 
 

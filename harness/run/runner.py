@@ -116,6 +116,7 @@ class _Phases:
 
     def __init__(self):
         self.seconds = {"kernel": 0.0, "compile": 0.0, "oracle": 0.0, "checks": 0.0}
+        self.specializations: set[str] = set()  # Triton keys the case's calls launched (harness.run.specializations)
         self._phase, self._since = "checks", time.perf_counter()
 
     def enter(self, phase: str) -> None:
@@ -129,6 +130,7 @@ class _Phases:
         reply = method(*args)
         wall = time.perf_counter() - started
         self.seconds["compile"] += reply.compile_s
+        self.specializations.update(reply.specializations)
         self.seconds["kernel"] += max(0.0, reply.kernel_s - reply.compile_s)
         self.seconds["checks"] += max(0.0, wall - reply.kernel_s - reply.startup_s)  # start-up: "other" in reports
         self._since = time.perf_counter()
@@ -600,4 +602,5 @@ def run_case(spec: OpSpec, entry: KernelEntry, case: Case, *, backend: str, devi
         r.seconds = round(time.perf_counter() - started, 4)
     if run.records:
         run.records[0].timing = timing
+        run.records[0].specializations = sorted(steps.phases.specializations)
     return run

@@ -1,0 +1,106 @@
+"""The Triton specializations this process's launches would compile on CUDA: the GPU gate's cost,
+counted where no GPU is (the interpreter compiles nothing).
+
+Triton compiles a kernel once per specialization key of a launch: each constexpr's value, each
+tensor argument's dtype and 16-byte alignment, each int argument's value being 1 or divisible by
+16 (unless the kernel keeps it out with ``do_not_specialize``/``do_not_specialize_on_alignment``),
+and the launch options (``num_warps``, ``num_stages``). The key here is computed with Triton's own
+``native_specialize_impl`` (the function its JIT calls on every launch) on each launch of
+``JITFunction.run`` and ``InterpretedFunction.run``, chained once per process; the kernel
+process hands each call's new keys back with its reply (harness.run.kernel_host), the runner
+records a case's keys on its first record, and verify counts the distinct keys per kernel
+(reports/verify_report.py ``specializations``). On CUDA the count is the same figure the GPU
+compiles (or loads from its disk cache), within what the key leaves out: the target's own
+attributes, equal for every launch of a run.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+_state: dict = {"installed": False, "new": set(), "signatures": {}}
+_SKIP = ("grid", "warmup")
+
+
+def install() -> None:
+    if _state["installed"]:
+        return
+    _state["installed"] = True
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+    except ImportError:  # pragma: no cover - an older Triton: nothing counted
+        return
+    for cls in (JITFunction, InterpretedFunction):
+        run = cls.run
+
+        @functools.wraps(run)
+        def keyed(self, *args, _run=run, **kwargs):
+            try:
+                _state["new"].add(key(self, args, kwargs))
+            except Exception:  # a cost figure: never the reason a launch fails
+                pass
+            return _run(self, *args, **kwargs)
+
+        cls.run = keyed
+
+
+def drain() -> tuple[str, ...]:
+    """The keys launched since the last drain."""
+    new, _state["new"] = _state["new"], set()
+    return tuple(sorted(new))
+
+
+def _signature(fn) -> inspect.Signature:
+    found = _state["signatures"].get(fn)
+    if found is None:
+        found = _state["signatures"][fn] = inspect.signature(fn)
+    return found
+
+
+def _names(kernel, option: str, params: list[str]) -> set[str]:
+    """A jit option listing parameters by name or position, as names."""
+    listed = getattr(kernel, option, None)
+    if listed is None:
+        listed = (getattr(kernel, "kwargs", None) or {}).get(option) or ()
+    return {params[i] if isinstance(i, int) and i < len(params) else str(i) for i in listed}
+
+
+def _is_constexpr(parameter: inspect.Parameter) -> bool:
+    annotation = parameter.annotation
+    if isinstance(annotation, str):
+        return "constexpr" in annotation
+    return getattr(annotation, "__name__", "") == "constexpr"
+
+
+def key(kernel, args: tuple, kwargs: dict) -> str:
+    """One launch's specialization key (module docstring), as text."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    fn = getattr(kernel, "fn", kernel)
+    sig = _signature(fn)
+    params = list(sig.parameters)
+    given = {k: v for k, v in kwargs.items() if k in sig.parameters}
+    bound = sig.bind_partial(*args, **given).arguments
+    plain = _names(kernel, "do_not_specialize", params)
+    unaligned = _names(kernel, "do_not_specialize_on_alignment", params)
+    parts = []
+    for name, parameter in sig.parameters.items():
+        if name not in bound:
+            value = parameter.default
+            if value is inspect.Parameter.empty:
+                continue
+        else:
+            value = bound[name]
+        if _is_constexpr(parameter):
+            parts.append(f"{name}={value!r}")
+            continue
+        try:
+            spec = native_specialize_impl(BaseBackend, value, False, name not in plain, name not in unaligned)
+        except Exception:  # a value the native key does not take: its type stands for it
+            spec = (type(value).__name__,)
+        parts.append(f"{name}:{':'.join(str(s) for s in spec)}")
+    options = [f"{k}={v!r}" for k, v in sorted(kwargs.items()) if k not in sig.parameters and k not in _SKIP]
+    return f"{fn.__module__}.{fn.__qualname__}({', '.join(parts + options)})"
