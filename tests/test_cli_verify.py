@@ -30,6 +30,7 @@ def harness(*args, timeout=600):
         (["verify", "--plugin", "does/not/exist.py"], "plugin file not found"),
         (["verify", "--plugin", "tests/fixtures/broken_plugin.py"], "failed to import (line 5): RuntimeError"),
         (["verify", "--plugin", "tests/fixtures/duplicate_plugin.py"], "duplicate name 'triton_rmsnorm'"),
+        (["verify", "--plugin", "tests/fixtures/wrong_signature_plugin.py"], "takes (x, gamma) but op 'rmsnorm' calls it"),
         (["verify", "--select", "no_such_kernel*"], "matches no kernel"),
         (["verify", "--max-examples", "many"], "expected a whole number"),
         (["verify", "--case", "garbage"], "must look like"),
