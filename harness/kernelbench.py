@@ -143,16 +143,10 @@ def declare(problem: str, candidate: str | None = None):
         from harness.cases.case import GENERATED_PLUGINS
 
         GENERATED_PLUGINS[os.path.abspath(REGISTRY._loading_plugin)] = (
-            "--reference", _shown(problem), "--candidate", _shown(candidate))
+            "--reference", os.path.abspath(problem), "--candidate", os.path.abspath(candidate))
     _DECLARED[key] = op
     return op
 
-
-def _shown(path: str) -> str:
-    """``path`` relative to the working directory where it lies under it, else absolute."""
-    full = os.path.abspath(path)
-    rel = os.path.relpath(full)
-    return full if rel.startswith("..") else rel
 
 
 def _float64(model):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from reports import verify_report
+from reports.terminal import report_console
 
 MAX_FAILURES_SHOWN = 12
 
@@ -45,11 +45,12 @@ def _print_self_limited(console: Console, kernel: dict) -> None:
 
 
 def print_verify(report: dict, *, path: str, file=None) -> None:
-    console = Console(file=file or sys.stdout, width=max(100, Console().width), soft_wrap=False)
+    console = report_console(file, min_width=100)
     table = Table(title=f"verify: {report['backend']} on {report['device']}  (seed {report['seed']})")
     for col in ("op", "kernel", "verdict", "cases", "failed cases", "failed checks", "worst err / allowed"):
+        # names whole on one line (on a terminal too narrow, folded rather than cut)
         table.add_column(col, justify="right" if col in ("cases", "failed cases", "worst err / allowed") else "left",
-                         no_wrap=col == "verdict")
+                         no_wrap=col in ("op", "kernel", "verdict"), overflow="fold" if col in ("op", "kernel") else "ellipsis")
     for k in report["kernels"]:
         failed_checks = ", ".join(
             f"{name} ({c['failed']})" for name, c in k["checks"].items() if c["failed"]

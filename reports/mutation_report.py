@@ -5,13 +5,12 @@ Reads the campaign's outcomes as plain dicts; knows nothing about how mutants ra
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 
-from rich.console import Console
 from rich.table import Table
 
 from reports import library_tests
+from reports.terminal import report_console
 
 STATUS_ORDER = ("survived", "timeout", "crashed", "killed", "incompetent", "equivalent")
 STATUS_STYLE = {"survived": "red", "timeout": "yellow", "crashed": "yellow", "killed": "green", "incompetent": "dim", "equivalent": "cyan"}
@@ -78,7 +77,7 @@ COMPACT_STATUSES = ("survived", "timeout", "crashed")  # what a CI log lists; th
 def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> None:
     """``full=False`` (a CI log): the table lists only survivors, timeouts and crashes, and one line
     says where the others are (a campaign has thousands of killed mutants)."""
-    console = Console(file=file or sys.stdout, width=max(160, Console().width), soft_wrap=False)
+    console = report_console(file, min_width=160)
     if report["refused"] and not report.get("interrupted"):
         console.print(f"[red]mutation campaign refused to score[/]: {report['refused']}", highlight=False)
         console.print(f"report: {path}")
@@ -87,7 +86,7 @@ def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> 
         console.print(f"[red]INTERRUPTED[/]: {report['refused']}; not run: {len(report.get('not_run', []))}", highlight=False)
     table = Table(title=f"mutate: {report['backend']} on {report['device']}  (seed {report['seed']})")
     for col in ("status", "op", "mutant", "origin", "operator", "location", "detected by", "s"):
-        table.add_column(col, justify="right" if col == "s" else "left", overflow="fold")
+        table.add_column(col, justify="right" if col == "s" else "left", overflow="fold", no_wrap=col in ("op", "mutant"))
     shown = [m for m in ordered(report["mutants"]) if full or m["status"] in COMPACT_STATUSES]
     for m in shown:
         k = m["killed_by"]

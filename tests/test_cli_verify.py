@@ -30,6 +30,7 @@ def harness(*args, timeout=600):
         (["verify", "--plugin", "does/not/exist.py"], "plugin file not found"),
         (["verify", "--plugin", "tests/fixtures/broken_plugin.py"], "failed to import (line 5): RuntimeError"),
         (["verify", "--plugin", "tests/fixtures/duplicate_plugin.py"], "duplicate name 'triton_rmsnorm'"),
+        (["verify", "--plugin", "tests/fixtures/wrong_signature_plugin.py"], "takes (x, gamma) but op 'rmsnorm' calls it"),
         (["verify", "--select", "no_such_kernel*"], "matches no kernel"),
         (["verify", "--max-examples", "many"], "expected a whole number"),
         (["verify", "--case", "garbage"], "must look like"),
@@ -119,3 +120,17 @@ def test_the_liger_example_without_liger_says_what_to_install(tmp_path):
                    "--report-dir", str(tmp_path / "out"), timeout=120)
     assert proc.returncode == 2 and "pip install liger-kernel" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_exitfirst_stops_at_the_first_failed_case_and_starts_no_other_kernel(tmp_path):
+    # bug class: a long run that keeps going after the answer is known (-x, as pytest's)
+    proc = harness("verify", "-x", "--backend", "interpreter", "--plugin", "tests/fixtures/torch_wrong_ops.py",
+                   "--select", "wrong_*", "--jobs", "1", "--max-examples", "0", "--report-dir", str(tmp_path))
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((tmp_path / "verify.json").read_text())
+    assert report["exitfirst"] is True and not report["passed"]
+    (kernel,) = report["kernels"]  # one job at a time: the first kernel failed, no other started
+    assert kernel["verdict"] == "fail"
+    failed = {c["case_id"] for c in report["cases"] if not c["passed"]}
+    assert len(failed) == 1 and report["cases"][-1]["case_id"] in failed  # nothing ran after the failed case
+    assert "stopped at the first failure (-x); not run: " in proc.stderr and "swiglu/wrong_sigmoid_b" in proc.stderr

@@ -25,6 +25,9 @@ from harness.mutation import campaign, equivalence, library, library_tests, swap
 from harness.registry import loader
 from harness.registry.registry import REGISTRY
 from watched import Watched
+from harness.cases.command import console_words
+
+CLI = " ".join(console_words())  # the console script that starts every repro line
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -209,7 +212,7 @@ def test_library_campaign_scores_the_harness_and_the_tests_side_by_side(tmp_path
     assert report["stale_equivalent_marks"] == [stale]
     assert report["library"]["carriers"][f"stand_in_lib.rms_norm._rms_norm_fwd"]["kernel"] == "stand_in_rmsnorm"
     repro = by_name[f"{FWD}.size_block_swap.3"]["killed_by"]["repro"]
-    assert repro.startswith("python -m harness mutate ") and "--mutate-module stand_in_lib.rms_norm" in repro
+    assert repro.startswith(f"{CLI} mutate ") and "--mutate-module stand_in_lib.rms_norm" in repro
     assert "TESTS MISS, HARNESS KILLS " + f"{FWD}.size_block_swap.3" in got.stdout
     assert "/ BLOCK" in got.stdout and "TESTS ONLY (a gap of the harness) " + f"{FWD}.drop_offset_term.1" in got.stdout
     # the HTML and the Markdown summary show the same 2x2 and the missed mutants' repros

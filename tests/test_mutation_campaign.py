@@ -1,5 +1,6 @@
 """harness.mutation.campaign: outcome classification, score, kill matrix, set cover, sanity refusal (no workers)."""
 
+import os
 import pytest
 
 from harness.mutation import campaign
@@ -8,6 +9,9 @@ from harness.mutation.campaign import Outcome, Status
 from harness.execution.jobs import Job, JobResult
 from harness.record.case_record import CaseRecord
 from harness.registry.registry import Contract, KernelEntry
+from harness.cases.command import console_words
+
+CLI = " ".join(console_words())  # the console script that starts every repro line
 
 CASE = "rmsnorm:M=17,N=257,dtype=float32,layout=contiguous,values=normal,eps=1e-06,seed=1"
 
@@ -85,7 +89,7 @@ def test_classify_each_status():
     killed = campaign.classify(entry("b"), result("ok", [record("inputs_unchanged", True), record("dx", False)]))
     assert killed.status is Status.KILLED and killed.killed_by["check"] == "dx" and killed.killed_by["case_id"] == CASE
     # the repro re-runs the mutant, which verify cannot select
-    assert killed.killed_by["repro"] == ("python -m harness mutate --op rmsnorm --select m --case "
+    assert killed.killed_by["repro"] == (f"{CLI} mutate --op rmsnorm --select m --case "
                                          f"{CASE} --backend interpreter")
     assert campaign.classify(entry("c"), result("crashed", [record("crash", False)])).status is Status.CRASHED
     assert campaign.classify(entry("d"), result("timeout", [record("timeout", False)])).status is Status.TIMEOUT
@@ -95,8 +99,8 @@ def test_a_library_mutants_repro_names_its_modules_and_carrier():
     job = Job(op="rmsnorm", kernel="gen.lib.mod.f.add_sub_swap.1", backend="interpreter", seed=0, max_examples=0,
               plugins=("p.py",), library=("lib.mod",), carrier="lib_*")
     repro = campaign.mutant_repro(CASE, job)
-    assert repro.startswith("python -m harness mutate --op rmsnorm --select gen.lib.mod.f.add_sub_swap.1 --case ")
-    assert repro.endswith("--plugin p.py --mutate-module lib.mod --carrier 'lib_*'")
+    assert repro.startswith(f"{CLI} mutate --op rmsnorm --select gen.lib.mod.f.add_sub_swap.1 --case ")
+    assert repro.endswith(f"--plugin {os.path.abspath('p.py')} --mutate-module lib.mod --carrier 'lib_*'")
 
 
 def test_incompetence_comes_from_the_judges_word_not_from_the_failed_check():
@@ -358,7 +362,7 @@ def test_first_looks_run_the_cached_case_and_a_broken_look_proves_nothing(monkey
     looks = memcheck_looks.FirstLooks([(a, CASE), (b, CASE), (broken, CASE)], parallel=2, sanitizer="/x/compute-sanitizer")
     killed = looks.outcome("rmsnorm/a")  # by <op>/<name>
     assert killed.status is Status.KILLED and killed.killed_by["case_id"] == CASE
-    assert killed.killed_by["repro"] == f"python -m harness sanitize --mutants --select 'a' --tools memcheck --case '{CASE}'"
+    assert killed.killed_by["repro"] == f"{CLI} sanitize --mutants --select 'a' --tools memcheck --case '{CASE}'"
     assert looks.outcome("rmsnorm/b") is None and looks.outcome("rmsnorm/broken") is None
     looks.close()
     assert sorted(asked) == sorted([(n, "memcheck", CASE, True) for n in ("a", "b", "broken")])

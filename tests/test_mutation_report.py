@@ -52,3 +52,17 @@ def test_mutants_out_of_reach_are_listed_apart_with_what_a_case_would_need():
     assert "1 mutant(s) out of the cases' reach here" in text and "gen.dlogits.drop_int64_cast.2: needs V > 2**27" in text
     assert "1 mutant(s) detectable only on another backend" in text
     assert report["total"] == 1  # neither is scored
+
+
+def test_op_and_mutant_names_are_printed_whole_in_a_log(tmp_path, monkeypatch):
+    # bug class: a CI log whose table cuts or folds a mutant's name (it is the --select of its repro)
+    monkeypatch.setenv("COLUMNS", "80")
+    name = "gen.triton_fused_linear_cross_entropy_hybrid._flce_backward_kernel.mask_lt_to_le.12"
+    survivor = dict(mutant(name, "survived"), op="fused_linear_cross_entropy")
+    header = {"backend": "interpreter", "device": "CPU", "seed": 0, "versions": {}}
+    report = mutation_report.build(header, mutants=[survivor], score=0.0, min_score=1.0, sanity={}, kill_matrix={},
+                                   minimal_cases=[], seconds=1.0)
+    with open(tmp_path / "log.txt", "w") as log:
+        mutation_report.print_mutation(report, path="p", file=log)
+    rows = [line for line in (tmp_path / "log.txt").read_text().splitlines() if line.startswith("│ survived")]
+    assert len(rows) == 1 and name in rows[0] and "fused_linear_cross_entropy" in rows[0]

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 from floors import rmsnorm_floor
+from harness.cases.command import console_words
+
+CLI = " ".join(console_words())  # the console script that starts every repro line
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGINS = ROOT / "examples" / "plugins"
@@ -45,7 +48,7 @@ def test_bugs_fail_item_by_item_with_verify_text_and_junit(tmp_path):
     assert "FAILED examples/plugins/tutorial_rmsnorm_bugs.py::tutorial_dgamma_mean[rmsnorm:" in out
     # verify's text: headline with check and case id, allclose lines, repro command
     assert re.search(r"FAIL tutorial_div_by_block forward rmsnorm:M=\d+,N=257,dtype=float32", out)
-    assert "Mismatched elements:" in out and "repro: python -m harness verify --op rmsnorm --select tutorial_dgamma_mean" in out
+    assert "Mismatched elements:" in out and f"repro: {CLI} verify --op rmsnorm --select tutorial_dgamma_mean" in out
     cases = list(ET.parse(junit).getroot().iter("testcase"))
     failed = [c.get("name") for c in cases if c.find("failure") is not None]
     passed = [c.get("name") for c in cases if c.find("failure") is None and c.find("skipped") is None]

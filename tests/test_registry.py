@@ -108,3 +108,37 @@ def test_an_origin_is_one_of_the_known_ones_and_reads_as_its_string():
         KernelEntry("rmsnorm", "k", lambda: None, Contract(), "kernel", "projet", "here")
     origins = {e.origin for e in REGISTRY.select()}
     assert origins and all(isinstance(o, Origin) for o in origins)
+
+
+def test_a_kernel_of_the_wrong_signature_is_refused_with_the_ops_signature():
+    # bug class: a kernel that fails every case with TypeError instead of one clear error at registration
+    with pytest.raises(RegistryError) as err:
+
+        @register_kernel("rmsnorm", name="sig_test_two_args")
+        def two(x, gamma):
+            return x
+
+    msg = str(err.value)
+    assert "'sig_test_two_args'" in msg and "takes (x, gamma)" in msg and "f(x[M, N], gamma[N], eps: float)" in msg
+    assert "3 positional argument(s)" in msg and "def two(x, gamma, eps)" in msg and "\n" not in msg
+    with pytest.raises(RegistryError, match="too many positional arguments"):
+        register_kernel("rmsnorm", name="sig_test_one_arg")(lambda x: x)
+    with pytest.raises(RegistryError, match="missing a required argument: 'scale'"):
+        register_kernel("rmsnorm", name="sig_test_keyword_only")(lambda x, gamma, eps, *, scale: x)
+    assert REGISTRY.select(op="rmsnorm", pattern="sig_test_*") == []
+
+
+def test_kernels_that_python_can_call_with_the_ops_arguments_are_accepted():
+    def wrapper(*args, **kwargs):
+        return args[0]
+
+    accepted = {"sig_ok_plain": lambda x, gamma, eps: x, "sig_ok_defaults": lambda x, gamma, eps=1e-6, extra=None: x,
+                "sig_ok_varargs": wrapper, "sig_ok_head_and_rest": lambda x, *rest: x,
+                "sig_ok_builtin": torch.add,  # a C function: no signature Python can read, accepted unchecked
+                "sig_ok_autograd_apply": torch.autograd.Function.apply}
+    try:
+        for name, fn in accepted.items():
+            register_kernel("rmsnorm", name=name)(fn)
+        assert {e.name for e in REGISTRY.select(op="rmsnorm", pattern="sig_ok_*")} == set(accepted)
+    finally:
+        _cleanup(*accepted)

@@ -10,6 +10,9 @@ from harness import Contract
 from harness.cases.case import Case
 from harness.registry.registry import REGISTRY, KernelEntry
 from harness.run.runner import run_case
+from harness.cases.command import console_words
+
+CLI = " ".join(console_words())  # the console script that starts every repro line
 
 SPEC = REGISTRY.op("rmsnorm")
 
@@ -198,7 +201,7 @@ def test_records_carry_the_report_fields():
         assert field in rec
     assert rec["shape"] == [[17, 257], [257]]
     assert rec["atol"] == rounding.output_atol(torch.float32) and rec["rtol"] == rounding.output_rtol(torch.float32)
-    assert rec["repro"].startswith("python -m harness verify --op rmsnorm --select good --case rmsnorm:M=17")
+    assert rec["repro"].startswith(f"{CLI} verify --op rmsnorm --select good --case rmsnorm:M=17")
 
 
 def test_first_record_of_a_case_carries_the_time_per_phase():

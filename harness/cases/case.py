@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import shlex
 from typing import Any
 
+from harness.cases.command import absolute, console_words
 from harness.errors import UsageError
 
 Scalar = int | float | str
@@ -113,15 +113,16 @@ GENERATED_PLUGINS: dict[str, tuple[str, ...]] = {}
 def repro_command(case: Case, *, kernel: str, backend: str, plugins: tuple[str, ...] = (), command: str = "verify",
                   options: list[str] | tuple[str, ...] = ()) -> str:
     """The one-line command that re-runs exactly this case for this kernel (``command``
-    ``mutate`` for a mutant, which ``verify`` never runs; ``options``: more of its arguments)."""
-    made = [GENERATED_PLUGINS[os.path.abspath(p)] for p in plugins if os.path.abspath(p) in GENERATED_PLUGINS]
-    words = ["python", "-m", "harness", command]
+    ``mutate`` for a mutant, which ``verify`` never runs; ``options``: more of its arguments),
+    runnable as printed from any directory: the console script and every file by full paths."""
+    made = [GENERATED_PLUGINS[absolute(p)] for p in plugins if absolute(p) in GENERATED_PLUGINS]
+    words = [*console_words(), command]
     if not (made and command == "verify"):
         words += ["--op", case.op, "--select", kernel]
     words += ["--case", case.id, "--backend", backend]
     for p in plugins:
-        if made and command == "verify" and os.path.abspath(p) in GENERATED_PLUGINS:
-            words += GENERATED_PLUGINS[os.path.abspath(p)]
+        if made and command == "verify" and absolute(p) in GENERATED_PLUGINS:
+            words += GENERATED_PLUGINS[absolute(p)]
         else:
-            words += ["--plugin", p]
+            words += ["--plugin", absolute(p)]
     return shlex.join([*words, *options])

@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if not getattr(args, "_run", None):
             raise UsageError("python -m harness: choose a command (verify, mutate, ...); see --help")
+        from harness.cli import common
+
+        common.settle_report_dir(args)
         if getattr(args, "report_dir", None) is None or getattr(args, "driver", None):
             return args._run(args)  # no report directory (or sanitize's child, inside its parent's run)
         from harness.cli import outdir

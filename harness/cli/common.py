@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.run import backend as backends
 
 DEFAULT_REPORT_DIR = "reports/out"
+REPRO_REPORT_DIR = "reports/repro"  # a one-case run (--case): beside a full run's reports, never over them
 
 
 def positive_int(text: str) -> int:
@@ -74,10 +75,18 @@ def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="auto", choices=None, help="auto|cuda|interpreter (default: auto)")
     p.add_argument("--max-examples", type=positive_int, default=None, metavar="N", help="hypothesis examples per kernel")
     p.add_argument("--seed", type=positive_int, default=0, metavar="N", help="hypothesis seed (default: 0)")
-    p.add_argument("--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR", help=f"where reports go (default: {DEFAULT_REPORT_DIR})")
+    p.add_argument("--report-dir", default=None, metavar="DIR",
+                   help=f"where reports go (default: {DEFAULT_REPORT_DIR}; with --case {REPRO_REPORT_DIR})")
     p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N|auto",
                    help="worker processes (default: the cores; for mutate on CUDA one per visible GPU); "
                         "auto: as many as the machine sustains (on CUDA half the cores, at least 2 per GPU)")
+
+
+def settle_report_dir(args: argparse.Namespace) -> None:
+    """The default of add_selection's --report-dir: a --case repro writes to its own folder, so
+    that it never replaces the report of the full run it came from."""
+    if hasattr(args, "report_dir") and args.report_dir is None and hasattr(args, "case"):
+        args.report_dir = REPRO_REPORT_DIR if args.case else DEFAULT_REPORT_DIR
 
 
 def prepare(args: argparse.Namespace) -> backends.Backend:

@@ -23,7 +23,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "against Model's forward in float64 (harness.kernelbench)")
     p.add_argument("--candidate", metavar="SOLUTION.py", default=None,
                    help="with --reference: the file defining ModelNew, built with the same constructor arguments")
-    p.add_argument("--case", metavar="CASE_ID", help="re-run exactly one case (the id printed in reports)")
+    p.add_argument("--case", metavar="CASE_ID", help="re-run exactly one case (the id printed in reports); its "
+                   "reports go to reports/repro unless --report-dir is given, never over a full run's")
+    p.add_argument("-x", "--exitfirst", action="store_true",
+                   help="stop at the first failed case: each running kernel stops at its first failure (not "
+                        "shrunk) and no further kernel starts; the report holds what ran (exit 1)")
     p.add_argument("--timeout", type=float, default=DEFAULTS.job_timeout_s, metavar="SECONDS", help="per-kernel time limit")
     p.add_argument("--shards", type=common.at_least_one, default=None, metavar="K",
                    help="split each kernel's cases over K workers; the case set is the same for any K "
@@ -91,7 +95,8 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     plans = incremental.verify_plans(entries, store, backend=backend.name, settings={
         "seed": args.seed, "max_examples": max_examples, "case": case.id if case else None,
         "shard": list(args.shard or (0, 1)), "plugins": sorted(args.plugin), "timeout": args.timeout,
-        "watchdog": args.watchdog, "baseline": args.baseline})
+        "watchdog": args.watchdog, "baseline": args.baseline,
+        **({"exitfirst": True} if args.exitfirst else {})})  # a -x verdict is partial: reused by -x runs only
     # the worker slots are shared among the kernels that run (a reused verdict needs none): one
     # changed kernel gets every slot
     running = max(1, sum(not p.reused for p in plans))
@@ -109,12 +114,22 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
             raise UsageError(f"--watchdog must be a positive number of seconds, got {args.watchdog}")
         os.environ[WATCHDOG_ENV] = str(args.watchdog)
     results = []
+    first = _FirstFailure() if args.exitfirst else None
     if jobs:
         with Progress("verify", len(jobs)) as progress:
             # a fresh process per job: one kernel's global side effects (a plugin that patches torch)
             # can never reach another's verdict; the shards of a kernel run side by side anyway
             keep = _Keeper(entries, plans, shards, store)  # saved before the line that says it ended
-            results = run_jobs(jobs, parallel=parallel, on_event=lambda e: (keep(e), progress(e)), reuse=False)
+            results = run_jobs(jobs, parallel=parallel, reuse=False, decide=first and first.decide,
+                               on_event=lambda e: (keep(e), progress(e), first and first(e)))
+    not_run = {(r.job.op, r.job.kernel) for r in results if r.status is JobStatus.SKIPPED}
+    results = [r for r in results if r.status is not JobStatus.SKIPPED]
+    not_run -= {(r.job.op, r.job.kernel) for r in results}  # a kernel whose other shards ran is reported
+    if not_run:
+        kept = [(e, p) for e, p in zip(entries, plans) if (e.op, e.name) not in not_run]
+        entries, plans = [e for e, _ in kept], [p for _, p in kept]
+        print(f"verify: stopped at the first failure (-x); not run: "
+              f"{', '.join(sorted(f'{op}/{name}' for op, name in not_run))}", file=sys.stderr)
     kernels, records = _collect(entries, plans, results, shards)
     interrupted = any(r.status is JobStatus.INTERRUPTED for r in results)
     return _report(args, plan, backend, kernels, records, max_examples, interrupted, results, started)
@@ -151,10 +166,31 @@ def _jobs(args: argparse.Namespace, plan: dict | None, to_run: list, backend: st
     return [
         Job(op=e.op, kernel=e.name, backend=backend, seed=args.seed, max_examples=max_examples,
             plugins=tuple(args.plugin), case=case.id if case else None, timeout=args.timeout,
+            stop_at_first_failure=args.exitfirst,
             shard=ci_part + ci_parts * i, shards=ci_parts * shards, **_paired(plan, e))
         for e in to_run
         for i in range(shards)
     ]
+
+
+class _FirstFailure:
+    """on_event and decide of verify's pool under -x: once a job has ended with a failed case (or
+    not ended OK), every job not yet started is skipped."""
+
+    def __init__(self) -> None:
+        self.failed = False
+
+    def __call__(self, event) -> None:
+        from harness.execution.jobs import EventKind, JobStatus
+
+        result = event.result
+        if event.kind is EventKind.DONE and result is not None:
+            self.failed |= result.status is not JobStatus.OK or not all(r.passed for r in result.records)
+
+    def decide(self, job):
+        from harness.execution.jobs import Decision
+
+        return Decision.SKIP if self.failed else Decision.RUN
 
 
 class _Keeper:
@@ -231,6 +267,8 @@ def _report(args: argparse.Namespace, plan: dict | None, backend, kernels: list,
     header = environment.header(backend.describe(), seed=args.seed)
     header["seconds"] = round(time.monotonic() - started, 1)  # wall time of the whole command
     header["max_examples"] = max_examples
+    if args.exitfirst:
+        header["exitfirst"] = True  # stopped at the first failure: the report holds what ran
     if args.shard is not None:  # `report --merge` checks that every part of the same run is there
         header["shard"] = {"index": args.shard[0], "count": args.shard[1]}
     if interrupted:

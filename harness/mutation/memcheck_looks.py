@@ -21,6 +21,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
+from harness.cases.command import console_words
 from harness.mutation import sanitizer as sanitizers
 from harness.mutation.outcome import Outcome, Status, ident
 from harness.registry.registry import KernelEntry
@@ -34,7 +35,7 @@ def _killed_by(name: str, r: dict, repro_args: str, driver_args: tuple[str, ...]
     return {
         "check": "memcheck",
         "case_id": r["first_finding_case"] or "(memcheck run)",
-        "repro": f"python -m harness sanitize --mutants --select '{name}' --tools memcheck {repro_args}{more}",
+        "repro": f"{shlex.join(console_words())} sanitize --mutants --select '{name}' --tools memcheck {repro_args}{more}",
         "message": "; ".join(r["findings"][:3]) or f"{r['errors']} memcheck errors",
     }
 

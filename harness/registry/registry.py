@@ -19,7 +19,7 @@ import torch
 
 from harness.errors import RegistryError
 from harness.vocabulary import RUN_ENDS, Origin
-from harness.registry import discovery
+from harness.registry import discovery, kernel_signature
 
 UPSTREAM = "upstream"  # the name a per-tensor contract field gives the upstream gradient
 
@@ -344,6 +344,7 @@ class Registry:
 
         inplace.validate(entry, self.ops[entry.op])
         check_names(entry.contract, self.ops[entry.op], f"{entry.kind} {entry.name!r} ({entry.defined_at})")
+        kernel_signature.validate(entry, self.ops[entry.op])
         key = (entry.op, entry.name)
         if key in self.entries:
             old = self.entries[key]

@@ -19,11 +19,13 @@ import ast
 import dataclasses
 import importlib
 import inspect
+import shlex
 from typing import Callable
 
 import torch
 
 from harness.cases.case import Case
+from harness.cases.command import console_words
 from harness.mutation.mutagen import build_module
 from harness.registry.registry import Origin, REGISTRY, KernelEntry
 
@@ -124,7 +126,7 @@ def run(*, backend: str, device: str) -> dict:
             for r in result.records:
                 d = r.to_dict()
                 if entry.kind == "mutant":
-                    d["repro"] = f"python -m harness exercise --backend {backend}"
+                    d["repro"] = shlex.join([*console_words(), "exercise", "--backend", backend])
                 records.append(d)
             verdicts.append({
                 "kernel": entry.name,
