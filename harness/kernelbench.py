@@ -32,6 +32,47 @@ from harness.errors import UsageError
 
 SEED = 0
 _DECLARED: dict[tuple[str, str | None], Any] = {}
+_PINNED: dict[str, dict] = {}  # this process's pinned inputs: original path -> {"copy", "sha256"}
+
+
+class Tampered(Exception):
+    """A pinned input file no longer holds what it held when the run started (no verdict: exit 3)."""
+
+
+def sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def pin(paths: list[str], where: Path) -> dict[str, dict]:
+    """Read and hash each file once, before any user code runs, and keep a copy under ``where``
+    (named by its hash): every process of the run loads the problem from the copy, and the
+    candidate from its own path (it may import files beside it), each after checking its hash, so
+    a candidate that rewrites the problem file (or the copy) cannot change the oracle unseen; a
+    file that changed by the end of the run ends it as tampered (harness.cli.verify, exit 3)."""
+    where.mkdir(parents=True, exist_ok=True)
+    pins = {}
+    for path in paths:
+        data = Path(path).read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        copy = where / f"{Path(path).stem}_{digest[:16]}.py"
+        copy.write_bytes(data)
+        pins[str(Path(path).resolve())] = {"copy": str(copy), "sha256": digest}
+    _PINNED.update(pins)
+    return pins
+
+
+def tampered() -> list[str]:
+    """The pinned files (originals and copies) whose content changed since the run started."""
+    out = []
+    for original, p in _PINNED.items():
+        for path in (original, p["copy"]):
+            try:
+                same = sha256(path) == p["sha256"]
+            except OSError:
+                same = False
+            if not same:
+                out.append(path)
+    return out
 
 
 def op_name(problem: str) -> str:
@@ -43,8 +84,17 @@ def kernel_name(candidate: str) -> str:
     return stem if stem.isidentifier() else f"candidate_{stem}"
 
 
-def _import(path: str, option: str):
+def _import(path: str, option: str, pins: dict | None = None):
+    """Import ``path`` (its pinned copy when ``pins`` has it, after checking the copy's hash)."""
     file = Path(path)
+    pinned = (pins or {}).get(str(file.resolve()))
+    if pinned is not None:  # the reference from its copy; a candidate where it lies (it may import its siblings)
+        _PINNED.setdefault(str(file.resolve()), pinned)
+        source = Path(pinned["copy"]) if option == "--reference" else file
+        if not source.is_file() or sha256(source) != pinned["sha256"]:
+            raise Tampered(f"{option} {path}: {source} changed during the run (sha256 was {pinned['sha256'][:16]}...): "
+                           "no verdict")
+        file = source
     if not file.is_file():
         raise UsageError(f"{option} {path}: file not found" if not file.exists() else f"{option} {path}: not a file")
     resolved = str(file.resolve())
@@ -103,7 +153,7 @@ def representable(module) -> None:
                 t.copy_(v.to(t.dtype))
 
 
-def declare(problem: str, candidate: str | None = None):
+def declare(problem: str, candidate: str | None = None, pins: dict | None = None):
     """The op of ``problem`` (registered) and, unless this process only reads op declarations
     (the judge: it never imports user code beyond them), ``candidate``'s ModelNew as its kernel.
     Once per process and pair of files."""
@@ -115,7 +165,7 @@ def declare(problem: str, candidate: str | None = None):
     key = (str(Path(problem).resolve()), str(Path(candidate).resolve()) if candidate else None)
     if key in _DECLARED:
         return _DECLARED[key]
-    mod = _import(problem, "--reference")
+    mod = _import(problem, "--reference", pins)
     Model = _need(mod, "Model", "--reference", problem, "the reference nn.Module")
     get_inputs = _need(mod, "get_inputs", "--reference", problem, "the example inputs")
     get_init_inputs = _need(mod, "get_init_inputs", "--reference", problem, "Model's constructor arguments")
@@ -138,7 +188,7 @@ def declare(problem: str, candidate: str | None = None):
     except Exception as exc:  # the reference refuses its own inputs, or they are of a kind no op takes
         raise UsageError(f"--reference {problem}: {type(exc).__name__}: {_first_line(exc)}") from None
     if candidate is not None and REGISTRY._captured is None:
-        _register_candidate(op, model, init, candidate, register_kernel)
+        _register_candidate(op, model, init, candidate, register_kernel, pins)
     if candidate is not None and REGISTRY._loading_plugin:  # repros name the two files, not the generated plugin
         from harness.cases.case import GENERATED_PLUGINS
 
@@ -174,12 +224,12 @@ class _OnDevice:
         return self.copies[device](*args)
 
 
-def _register_candidate(op, model, init: list, candidate: str, register_kernel) -> None:
+def _register_candidate(op, model, init: list, candidate: str, register_kernel, pins: dict | None = None) -> None:
     import torch
 
     from harness.registry.registry import Contract
 
-    mod = _import(candidate, "--candidate")
+    mod = _import(candidate, "--candidate", pins)
     ModelNew = _need(mod, "ModelNew", "--candidate", candidate, "the candidate nn.Module")
     torch.manual_seed(SEED)
     new = _call(f"--candidate {candidate}: ModelNew(*get_init_inputs())", ModelNew, *init)
@@ -228,7 +278,7 @@ def _copy_weights(model, new, candidate: str) -> None:
 PLUGIN = '''"""Generated by `verify --reference {problem} --candidate {candidate}`."""
 from harness.kernelbench import declare
 
-declare({problem!r}, {candidate!r})
+declare({problem!r}, {candidate!r}, pins={pins!r})
 '''
 
 
@@ -250,13 +300,19 @@ def use_in_verify(args) -> None:
 
     out = Path(args.report_dir).resolve() / "kernelbench"
     plugin = out / f"{op_name(problem)}__{kernel_name(candidate)}.py"
+    pins = pin([problem, candidate], out / "pinned")  # before any user code runs
+    args.pinned = {"reference": {"path": problem, "sha256": pins[problem]["sha256"]},
+                   "candidate": {"path": candidate, "sha256": pins[candidate]["sha256"]}}
     REGISTRY._loading_plugin = str(plugin)  # the kernel is this plugin's, in every process
     try:
-        op = declare(args.reference, args.candidate)  # messages name the files as given
+        op = declare(args.reference, args.candidate, pins)  # messages name the files as given
+    except Tampered as exc:
+        raise UsageError(str(exc)) from None
     finally:
         REGISTRY._loading_plugin = None
     out.mkdir(parents=True, exist_ok=True)
-    plugin.write_text(PLUGIN.format(problem=problem, candidate=candidate))
+    plugin.write_text(PLUGIN.format(problem=problem, candidate=candidate, pins=pins))
+    _PINNED[str(plugin)] = {"copy": str(plugin), "sha256": sha256(plugin)}  # every process loads it
     args.plugin = [*args.plugin, str(plugin)]
     args.op = op.name
     args.no_cache = True  # the verdict's key follows the plugin's imports, not the two files

@@ -99,14 +99,17 @@ def test_each_wrong_candidate_fails_ours_with_repros(problem, candidate, shows, 
     assert failed and all(r["op"] == f"kb_{problem}" for r in failed)
     forward = [r["case_id"] for r in failed if r["check"] == "forward"]
     assert all(shows(c) for c in forward), sorted(c for c in forward if not shows(c))
+    from harness.cases.command import console_words
+
+    start = list(console_words())  # the console script by full path (harness.cases.command)
     for r in failed:
         words = shlex.split(r["repro"])
-        assert words[:4] == ["python", "-m", "harness", "verify"] and "--plugin" not in words, r["repro"]
-        assert words[words.index("--reference") + 1] == f"{FIXTURES}/{problem}.py"
-        assert words[words.index("--candidate") + 1] == f"{FIXTURES}/{candidate}.py"
+        assert words[:len(start) + 1] == [*start, "verify"] and "--plugin" not in words, r["repro"]
+        assert words[words.index("--reference") + 1] == str(ROOT / FIXTURES / f"{problem}.py")
+        assert words[words.index("--candidate") + 1] == str(ROOT / FIXTURES / f"{candidate}.py")
         assert words[words.index("--case") + 1] == r["case_id"]
     if candidate == "swish_strides":  # a repro re-runs exactly its case, and fails again
-        words = shlex.split(failed[0]["repro"])[3:]
+        words = shlex.split(failed[0]["repro"])[len(start):]
         again = harness(*words, "--report-dir", str(tmp_path / "again"))
         assert again.returncode == 1, again.stderr
         rerun = json.loads((tmp_path / "again" / "verify.json").read_text())
@@ -129,6 +132,7 @@ def test_a_right_candidate_passes_ours(problem, candidate, tmp_path):
     (kernel,) = report["kernels"]
     assert kernel["forward_only"] is True and kernel["verdict"] == "pass (forward only)"
     assert "PASS (forward only)" in proc.stdout, proc.stdout[-2000:]
+    assert len(report["pinned"]["reference"]["sha256"]) == 64 and "tampered" not in report
     assert not {r["check"] for r in report["cases"]} & {"dx", "changed_input"}
 
 
@@ -253,3 +257,22 @@ def test_from_reference_differentiable_op_judges_gradients_and_forward_only_kern
 
     bad = checks(wrong_backward, Contract())
     assert all(bad["forward"]) and not all(bad["dx"]) and not all(bad["db"])
+
+
+def test_a_candidate_that_rewrites_the_problem_file_gets_no_verdict(tmp_path):
+    """The inputs are read, hashed and copied once before any user code runs; every process loads
+    the copy after checking its hash, and a file changed on disk during the run ends it as
+    tampered (exit 3), never as a verdict (this candidate passed 74 cases before)."""
+    import hashlib
+    import shutil
+
+    problem = tmp_path / "problem.py"
+    shutil.copy(f"{FIXTURES}/softmax_problem.py", problem)
+    digest = hashlib.sha256(problem.read_bytes()).hexdigest()
+    proc = harness("verify", "--reference", str(problem), "--candidate", f"{FIXTURES}/hacks/rewrites_problem.py",
+                   "--backend", "interpreter", "--report-dir", str(tmp_path / "out"), "--max-examples", "3")
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "tampered" in proc.stderr
+    report = json.loads((tmp_path / "out" / "verify.json").read_text())
+    assert report["pinned"]["reference"]["sha256"] == digest and str(problem) in report["tampered"]
+    assert not report["passed"] and not any(k["passed"] for k in report["kernels"])

@@ -273,7 +273,10 @@ def _report(args: argparse.Namespace, plan: dict | None, backend, kernels: list,
         header["shard"] = {"index": args.shard[0], "count": args.shard[1]}
     if interrupted:
         header["interrupted"] = True  # stopped early (Ctrl-C or SIGTERM): what ran is kept, the verdict is FAIL
+    changed = _tampered(args, header)
     report = verify_report.build(header, kernels, records, allow_unverified=args.allow_unverified)
+    if changed:
+        report["passed"] = False
     drift_failures = _drift(report, plan, kernels, records, args) if plan is not None else []
     with outdir.signals_held():  # a second Ctrl-C waits: verify.json and its rendered reports are written together
         path = writer.write_json(args.report_dir, "verify.json", report)
@@ -293,6 +296,12 @@ def _report(args: argparse.Namespace, plan: dict | None, backend, kernels: list,
         return 130
     for reason in drift_failures:
         print(f"verify: drift limit: {reason}", file=sys.stderr)
+    if changed:
+        from harness.launcher import NO_VERDICT
+
+        print(f"verify: tampered: {', '.join(changed)} changed on disk during the run; no verdict (exit {NO_VERDICT})",
+              file=sys.stderr)
+        return NO_VERDICT
     errors = [k for k in kernels if k["verdict"] == verify_report.ERROR]
     if errors:
         from harness.launcher import NO_VERDICT
@@ -301,6 +310,20 @@ def _report(args: argparse.Namespace, plan: dict | None, backend, kernels: list,
               file=sys.stderr)
         return NO_VERDICT
     return 0 if report["passed"] and not drift_failures else 1
+
+
+def _tampered(args: argparse.Namespace, header: dict) -> list[str]:
+    """--reference/--candidate: the pinned files' hashes into verify.json, and those that changed on
+    disk during the run (a verdict on them would be on other code than was given: none is given)."""
+    if not getattr(args, "pinned", None):
+        return []
+    from harness import kernelbench
+
+    header["pinned"] = args.pinned
+    changed = kernelbench.tampered()
+    if changed:
+        header["tampered"] = changed
+    return changed
 
 
 def _paired(plan: dict | None, entry) -> dict:
