@@ -1,5 +1,8 @@
 """harness.cases.case: stable ids that round-trip, and a repro command that names the case."""
 
+import os
+import shlex
+
 import pytest
 
 from harness.cases.case import Case, repro_command
@@ -29,4 +32,4 @@ def test_repro_names_kernel_case_backend_and_plugin():
     c = Case.of("rmsnorm", M=1, N=1)
     cmd = repro_command(c, kernel="k", backend="interpreter", plugins=("my plugin.py",))
     assert "--case rmsnorm:M=1,N=1" in cmd and "--select k" in cmd and "--backend interpreter" in cmd
-    assert "'my plugin.py'" in cmd
+    assert shlex.quote(os.path.abspath("my plugin.py")) in cmd  # by full path, quoted: runs from any directory
