@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import functools
 
-_state = {"installed": False, "count": 0}
+_state = {"installed": False, "count": 0, "observers": []}
+
+
+def observe(observer) -> None:
+    """Also call ``observer(kernel, args, kwargs)`` on every launch (harness.run.specializations);
+    an observer that raises never fails the launch."""
+    install()
+    if observer not in _state["observers"]:
+        _state["observers"].append(observer)
 
 
 def install() -> None:
@@ -29,6 +37,11 @@ def install() -> None:
         @functools.wraps(run)
         def counted(self, *args, _run=run, **kwargs):
             _state["count"] += 1
+            for observer in _state["observers"]:
+                try:
+                    observer(self, args, kwargs)
+                except Exception:  # a cost figure or a count: never the reason a launch fails
+                    pass
             return _run(self, *args, **kwargs)
 
         cls.run = counted

@@ -5,8 +5,8 @@ Triton compiles a kernel once per specialization key of a launch: each constexpr
 tensor argument's dtype and 16-byte alignment, each int argument's value being 1 or divisible by
 16 (unless the kernel keeps it out with ``do_not_specialize``/``do_not_specialize_on_alignment``),
 and the launch options (``num_warps``, ``num_stages``). The key here is computed with Triton's own
-``native_specialize_impl`` (the function its JIT calls on every launch) on each launch of
-``JITFunction.run`` and ``InterpretedFunction.run``, chained once per process; the kernel
+``native_specialize_impl`` (the function its JIT calls on every launch) on each launch that
+harness.run.launches sees (its one wrapper of ``JITFunction.run`` and ``InterpretedFunction.run``); the kernel
 process hands each call's new keys back with its reply (harness.run.kernel_host), the runner
 records a case's keys on its first record, and verify counts the distinct keys per kernel
 (reports/verify_report.py ``specializations``). On CUDA the count is the same figure the GPU
@@ -16,34 +16,20 @@ attributes, equal for every launch of a run.
 
 from __future__ import annotations
 
-import functools
 import inspect
 
-_state: dict = {"installed": False, "new": set(), "signatures": {}}
+from harness.run import launches
+
+_state: dict = {"new": set(), "signatures": {}}
 _SKIP = ("grid", "warmup")
 
 
+def _note(kernel, args: tuple, kwargs: dict) -> None:
+    _state["new"].add(key(kernel, args, kwargs))
+
+
 def install() -> None:
-    if _state["installed"]:
-        return
-    _state["installed"] = True
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-        from triton.runtime.jit import JITFunction
-    except ImportError:  # pragma: no cover - an older Triton: nothing counted
-        return
-    for cls in (JITFunction, InterpretedFunction):
-        run = cls.run
-
-        @functools.wraps(run)
-        def keyed(self, *args, _run=run, **kwargs):
-            try:
-                _state["new"].add(key(self, args, kwargs))
-            except Exception:  # a cost figure: never the reason a launch fails
-                pass
-            return _run(self, *args, **kwargs)
-
-        cls.run = keyed
+    launches.observe(_note)
 
 
 def drain() -> tuple[str, ...]:
