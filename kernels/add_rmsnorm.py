@@ -34,12 +34,12 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_like
-from kernels._launch import launch
+from kernels._launch import launch, runtime_args
 from kernels.rmsnorm import MAX_N, SUPPORTED_DTYPES, _backward_plan, _num_warps, _rows_per_tile, _sum_partials
 from kernels.rmsnorm import check_contract as check_rmsnorm_contract
 
 
-@triton.jit
+@triton.jit(**runtime_args("M"))
 def _add_rmsnorm_forward(
     X,  # [M, N] input, strides (stride_xm, stride_xn)
     R,  # [M, N] residual, strides (stride_rm, stride_rn)
@@ -71,7 +71,7 @@ def _add_rmsnorm_forward(
     tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(**runtime_args("M", "rows_per_program"))
 def _add_rmsnorm_backward(
     H,  # [M, N] the stored h, contiguous
     G,  # [N] gamma, stride stride_g

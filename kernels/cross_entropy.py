@@ -37,7 +37,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_runnable_device, require_tensors
-from kernels._launch import launch, rows_per_program
+from kernels._launch import launch, rows_per_program, runtime_args
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
@@ -45,7 +45,7 @@ MEAN_BLOCK = 256  # rows per step of the mean's loop: small enough that the inte
 CALLS = {"forward": 0, "backward": 0}
 
 
-@triton.jit
+@triton.jit(**runtime_args("n_rows", "stride_t", "ignore_index"))
 def _cross_entropy_forward(
     X,  # [N, V] logits, strides (stride_xm, stride_xn)
     T,  # [N] int64 targets, stride stride_t
@@ -87,7 +87,7 @@ def _cross_entropy_forward(
     tl.store(SUM + row, s, mask=in_rows)
 
 
-@triton.jit
+@triton.jit(**runtime_args("N", "stride_t", "ignore_index"))
 def _cross_entropy_mean(
     LOSS,  # [N] fp32 from the forward
     T,  # [N] int64 targets, stride stride_t
@@ -113,7 +113,7 @@ def _cross_entropy_mean(
     tl.store(COUNT, n_valid)
 
 
-@triton.jit
+@triton.jit(**runtime_args("n_rows", "stride_t", "ignore_index"))
 def _cross_entropy_backward(
     X,  # [N, V] logits, strides (stride_xm, stride_xn)
     T,  # [N] int64 targets, stride stride_t

@@ -47,6 +47,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
+from kernels._launch import runtime_args
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_D = 65536
@@ -97,7 +98,7 @@ def _logits_tile(
     return acc
 
 
-@triton.jit
+@triton.jit(**runtime_args("N", "V", "stride_t", "tiles_per_split"))
 def _lse_partials(
     X,  # [N, D] input, strides (stride_xn, stride_xd)
     W,  # [V, D] weight, strides (stride_wv, stride_wd)
@@ -149,7 +150,7 @@ def _lse_partials(
     tl.store(TGT_OUT + out, tgt, mask=row_ok)
 
 
-@triton.jit
+@triton.jit(**runtime_args("C", "stride_t", "ignore_index"))
 def _dlogits(
     X,  # [C, D] the chunk's rows of x, strides (stride_xn, stride_xd)
     W,  # [V, D] weight, strides (stride_wv, stride_wd)

@@ -38,14 +38,14 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import as_rows, require_float, require_like, require_runnable_device, require_tensors
-from kernels._launch import launch, multiprocessors, rows_per_program
+from kernels._launch import launch, multiprocessors, rows_per_program, runtime_args
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
 CALLS = {"forward": 0, "backward": 0}
 
 
-@triton.jit
+@triton.jit(**runtime_args("M"))
 def _layer_norm_forward(
     X,  # [M, N] input, strides (stride_xm, stride_xn)
     W,  # [N] weight, stride stride_w
@@ -92,7 +92,7 @@ def _layer_norm_forward(
     tl.store(RSTD + row, rstd, mask=in_rows)
 
 
-@triton.jit
+@triton.jit(**runtime_args("M"))
 def _layer_norm_backward_dx(
     X,  # [M, N] input, strides (stride_xm, stride_xn)
     W,  # [N] weight, stride stride_w
@@ -141,7 +141,7 @@ def _layer_norm_backward_dx(
         tl.store(DX + row * N + cols, dx.to(DX.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(**runtime_args("M", "rows_per_group"))
 def _layer_norm_backward_dwdb(
     X,  # [M, N] input, strides (stride_xm, stride_xn)
     DY,  # [M, N] upstream gradient, strides (stride_dym, stride_dyn)
@@ -181,7 +181,7 @@ def _layer_norm_backward_dwdb(
     tl.store(PARTIAL_B + group * N + cols, tl.sum(acc_b, axis=0), mask=col_mask)
 
 
-@triton.jit
+@triton.jit(**runtime_args("P"))
 def _sum_partials(
     PARTIAL,  # [P, N] fp32, contiguous
     OUT,  # [N] output, contiguous, in the parameter's dtype

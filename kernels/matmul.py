@@ -37,7 +37,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_float, require_like, require_runnable_device, require_tensors
-from kernels._launch import launch
+from kernels._launch import launch, runtime_args
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2}
@@ -109,7 +109,7 @@ def _matmul(
     tl.store(Y + out, acc.to(Y.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(**runtime_args("M"))
 def _activation_grad(
     Z,  # [M, N] fp32 pre-activation, contiguous
     DY,  # [M, N] upstream gradient, strides (stride_dym, stride_dyn)

@@ -34,14 +34,14 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import require_float, require_like, require_runnable_device
-from kernels._launch import launch, multiprocessors
+from kernels._launch import launch, multiprocessors, runtime_args
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_N = 65536
 CALLS = {"forward": 0, "backward": 0}
 
 
-@triton.jit
+@triton.jit(**runtime_args("M"))
 def _rmsnorm_forward(
     X,  # [M, N] input, strides (stride_xm, stride_xn)
     G,  # [N] gamma, stride stride_g
@@ -84,7 +84,7 @@ def _rows_of(X, DY, RSTD, start, last, cols, col_mask, stride_xm, stride_xn, str
     return x, dy, rstd
 
 
-@triton.jit
+@triton.jit(**runtime_args("M", "rows_per_program"))
 def _rmsnorm_backward(
     X,  # [M, N] input, strides (stride_xm, stride_xn)
     G,  # [N] gamma, stride stride_g
@@ -129,7 +129,7 @@ def _rmsnorm_backward(
     tl.store(PARTIAL + pid.to(tl.int64) * N + cols, tl.sum(acc, axis=0), mask=col_mask)
 
 
-@triton.jit
+@triton.jit(**runtime_args("P"))
 def _sum_partials(
     PARTIAL,  # [P, N] fp32, contiguous
     OUT,  # [N] dgamma, in gamma's dtype

@@ -36,14 +36,14 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import as_rows, require_float, require_runnable_device, require_tensors
-from kernels._launch import launch, rows_per_program
+from kernels._launch import launch, rows_per_program, runtime_args
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 4096
 CALLS = {"forward": 0, "backward": 0}
 
 
-@triton.jit
+@triton.jit(**runtime_args("M"))
 def _softmax_forward(
     X,  # [M, N] input, strides (stride_xm, stride_xn)
     Y,  # [M, N] output, contiguous
@@ -81,7 +81,7 @@ def _softmax_forward(
     tl.store(SUM + row, s, mask=in_rows)
 
 
-@triton.jit
+@triton.jit(**runtime_args("M"))
 def _softmax_backward(
     X,  # [M, N] input of the forward, strides (stride_xm, stride_xn)
     DY,  # [M, N] upstream gradient, strides (stride_dym, stride_dyn)

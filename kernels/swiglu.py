@@ -39,7 +39,7 @@ from torch.autograd.function import once_differentiable
 
 from harness import Contract, register_kernel
 from kernels._contract import as_rows, require_float, require_like, require_runnable_device, require_tensors
-from kernels._launch import launch
+from kernels._launch import launch, runtime_args
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_BLOCK = 1024
@@ -77,7 +77,7 @@ def _sigmoid_pair(a):
     return s, tl.where(a >= 0, e * inv, inv)
 
 
-@triton.jit
+@triton.jit(**runtime_args("M"))
 def _swiglu_forward(
     A,  # [M, N] gate, strides (stride_am, stride_an)
     B,  # [M, N] value, strides (stride_bm, stride_bn)
@@ -101,7 +101,7 @@ def _swiglu_forward(
     tl.store(Y + rows[:, None] * N + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(**runtime_args("M"))
 def _swiglu_backward(
     A,  # [M, N] gate, strides (stride_am, stride_an)
     B,  # [M, N] value, strides (stride_bm, stride_bn)

@@ -128,6 +128,13 @@ def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> 
         for m in reach:
             console.print(f"    {m['name']}: needs {m['out_of_reach']['needs']}", highlight=False, markup=False)
 
+    spec = report.get("specializations")
+    if spec and spec.get("total"):
+        per = ", ".join(f"{k} {n}" for k, n in spec["per_kernel"].items())
+        console.print(f"Triton specializations of the mutants' runs (what CUDA compiles): {spec['total']}; "
+                      f"{spec['shared_source']} if each kernel's mutants shared one compile per key (schemata); "
+                      f"per kernel: {per}", highlight=False, markup=False, soft_wrap=True)
+
     weak = report.get("weak_kills") or []
     if weak:
         console.print(f"[yellow]{len(weak)} kill(s) under {WEAK_MARGIN:g}x the allowed error[/] (a slightly wider "

@@ -56,3 +56,50 @@ def test_a_case_records_the_keys_its_calls_launched():
                    backend="interpreter", device="cpu")
     keys = run.records[0].specializations
     assert keys and all(k.startswith("kernels.softmax._softmax") for k in keys)
+
+
+def _module(tmp_path, name, body):
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text("import triton\nimport triton.language as tl\n\n" + body)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_HELPER = "@triton.jit\ndef _half(x):\n    return x * {}\n\n"
+_KERNEL = ("@triton.jit\ndef kernel(X, n, BLOCK: tl.constexpr):\n    i = tl.arange(0, BLOCK)\n"
+           "    tl.store(X + i, _half(tl.load(X + i, mask=i < n)), mask=i < n)\n")
+
+
+def test_a_kernel_source_digest_follows_its_code_and_its_jit_helpers(tmp_path):
+    clean = _module(tmp_path, "clean_k", _HELPER.format("0.5") + _KERNEL)
+    same = _module(tmp_path, "clean_k__mutant_0123abcd", _HELPER.format("0.5") + _KERNEL)
+    helper_mutated = _module(tmp_path, "helper_m", _HELPER.format("0.25") + _KERNEL)
+    kernel_mutated = _module(tmp_path, "kernel_m", _HELPER.format("0.5") + _KERNEL.replace("i < n)),", "i <= n)),"))
+    digest = specializations.source(clean.kernel.fn)
+    assert specializations.source(same.kernel.fn) == digest
+    assert specializations.source(helper_mutated.kernel.fn) != digest
+    assert specializations.source(kernel_mutated.kernel.fn) != digest
+    # a mutant module's copy of an unchanged kernel has the clean kernel's key: one compile on CUDA
+    x = torch.zeros(16)
+    keys = {specializations.key(m.kernel, (x, 5), {"BLOCK": 16}) for m in (clean, same)}
+    assert len(keys) == 1 and next(iter(keys)).startswith("clean_k.kernel#"), keys
+
+
+def test_the_campaign_counts_a_key_once_per_kernel_source():
+    from harness.mutation.campaign import specializations as campaign_count
+    from harness.mutation.outcome import Outcome, Status
+
+    def outcome(name, keys):
+        entry = KernelEntry("softmax", name, None, Contract(), "kernel", "test", "here", meta={"kernel": "triton_softmax"})
+        return Outcome(entry, Status.KILLED, specializations=tuple(keys))
+
+    shared = "kernels.softmax._fwd#aaaa(X:*fp32:D)"  # a kernel both mutants left as it was
+    found = campaign_count([
+        outcome("m1", [shared, "kernels.softmax._bwd#bbbb(X:*fp32:D)"]),
+        outcome("m2", [shared, "kernels.softmax._bwd#cccc(X:*fp32:D)"]),
+    ])
+    assert found == {"total": 3, "shared_source": 2, "per_kernel": {"softmax/triton_softmax": 3}}

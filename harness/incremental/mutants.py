@@ -20,7 +20,8 @@ def saved_outcomes(plans: dict, entries) -> dict:
             continue
         o = p.saved["payload"]
         found[ident(e)] = Outcome(e, Status(o["status"]), o.get("killed_by"), o.get("seconds", 0.0), o.get("note", ""),
-                                o.get("gpu"), reused_from=p.saved["saved_at"])
+                                o.get("gpu"), reused_from=p.saved["saved_at"],
+                                specializations=tuple(o.get("specialization_keys") or ()))
     return found
 
 
@@ -45,6 +46,7 @@ def save(store: Store, plans: dict, outcomes, *, partial: bool = False) -> None:
             if p is None or p.reused or o.reused_from or o.status not in kept:
                 continue
             payload = {k: v for k, v in o.to_dict().items() if k in ("status", "killed_by", "seconds", "note", "gpu")}
+            payload["specialization_keys"] = list(o.specializations)
             incremental.remember(store, incremental.MUTANT, f"{o.entry.op}/{o.entry.name}", p, payload)
 
 

@@ -15,8 +15,10 @@ the kill cache's floor order and the score.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Callable, Mapping
@@ -158,6 +160,7 @@ def classify(entry: KernelEntry, result: JobResult) -> Outcome:
     """A finished mutant job's Outcome; incompetence is the judge's word in the job's events."""
     outcome = _classify(entry, result)
     outcome.gpu = result.gpu
+    outcome.specializations = tuple(sorted({k for r in result.records for k in (r.specializations or ())}))
     return outcome
 
 
@@ -368,3 +371,20 @@ def minimal_cases(outcomes: list[Outcome]) -> list[dict]:
     from reports.mutation_report import minimal_cases as cover
 
     return cover([{"name": o.entry.name, "detected": o.status.detected, "killed_by": o.killed_by} for o in outcomes])
+
+
+def specializations(outcomes: list[Outcome]) -> dict:
+    """The Triton specializations the mutants' runs would compile on CUDA: each mutant's kernel
+    source is a program of its own, so a key counts once per (kernel source, key) (a kernel the
+    mutant left as it was shares the clean kernel's compiles: harness.run.specializations.source);
+    in total and per mutated kernel. ``shared_source``: the count if the mutants of a kernel
+    shared one compile per key (mutant schemata: the mutation chosen by a runtime argument)."""
+    per_kernel: dict[str, set[str]] = collections.defaultdict(set)
+    for o in outcomes:
+        per_kernel[f"{o.entry.op}/{o.entry.meta.get('kernel') or o.entry.op}"].update(o.specializations)
+    every = set().union(*per_kernel.values()) if per_kernel else set()
+    return {"total": len(every), "shared_source": len({_SOURCE_DIGEST.sub("(", k, count=1) for k in every}),
+            "per_kernel": {k: len(v) for k, v in sorted(per_kernel.items())}}
+
+
+_SOURCE_DIGEST = re.compile(r"#[0-9a-f]+\(")

@@ -26,6 +26,7 @@ class Outcome:
     note: str = ""  # incompetence reason, equivalence reason, crash message
     gpu: str | None = None  # the GPU (CUDA_VISIBLE_DEVICES) of the worker that ran it
     reused_from: str | None = None  # saved_at of the reused outcome (harness.incremental), not run now
+    specializations: tuple[str, ...] = ()  # the Triton keys its run launched (harness.run.specializations)
 
     def to_dict(self) -> dict:
         e = self.entry
@@ -43,6 +44,7 @@ class Outcome:
             "seconds": round(self.seconds, 3),
             "note": self.note,
             "gpu": self.gpu,
+            "specializations": len(self.specializations),
             **({"module": e.meta["module"], "function": e.meta.get("function"), "kernel": e.meta.get("kernel"),
                 "fingerprint": e.meta.get("fingerprint")} if "module" in e.meta else {}),
             **({"reused_from": self.reused_from} if self.reused_from else {}),

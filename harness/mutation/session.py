@@ -277,6 +277,7 @@ class CampaignReport:
         from reports import mutation_report, writer
 
         kept = self.outcomes if scored else []
+        self.header["specializations"] = campaign.specializations(self.outcomes)
         per_gpu = collections.Counter(o.gpu for o in self.outcomes if o.gpu is not None)
         if per_gpu:  # how the campaign spread over the GPUs (each worker has one)
             self.header["workers"]["mutants_per_gpu"] = dict(sorted(per_gpu.items()))

@@ -11,16 +11,24 @@ process hands each call's new keys back with its reply (harness.run.kernel_host)
 records a case's keys on its first record, and verify counts the distinct keys per kernel
 (reports/verify_report.py ``specializations``). On CUDA the count is the same figure the GPU
 compiles (or loads from its disk cache), within what the key leaves out: the target's own
-attributes, equal for every launch of a run.
+attributes, equal for every launch of a run. A key names its function with a digest of the code
+Triton compiles (``source``): a mutant's kernels that its change left as they were keep the clean
+kernel's keys (one compile on CUDA), the ones it changed get keys of their own (the campaign's
+count, harness.mutation.campaign.specializations).
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import re
+import types
+import weakref
 
 from harness.run import launches
 
-_state: dict = {"new": set(), "signatures": {}}
+_state: dict = {"new": set(), "signatures": {}, "sources": weakref.WeakKeyDictionary()}
+_MUTANT_SUFFIX = re.compile(r"__mutant_[0-9a-f]+$")  # harness.mutation.mutagen's copy of a module
 _SKIP = ("grid", "warmup")
 
 
@@ -60,6 +68,43 @@ def _is_constexpr(parameter: inspect.Parameter) -> bool:
     return getattr(annotation, "__name__", "") == "constexpr"
 
 
+def _code_digest(code: types.CodeType, h) -> None:
+    h.update(code.co_code)
+    h.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _code_digest(const, h)
+        else:
+            h.update(repr(const).encode())
+
+
+def source(fn) -> str:
+    """A digest of what Triton compiles for ``fn``: its code and that of the jit functions and
+    the constant globals it reads, recursively. A mutant whose change leaves a kernel's code as
+    it was shares that kernel's compile (Triton's cache is keyed on the source, not the module)."""
+    found = _state["sources"].get(fn)
+    if found is None:
+        h = hashlib.sha1()
+        _digest(fn, h, set())
+        found = _state["sources"][fn] = h.hexdigest()[:10]
+    return found
+
+
+def _digest(fn, h, seen: set) -> None:
+    if id(fn) in seen:
+        return
+    seen.add(id(fn))
+    _code_digest(fn.__code__, h)
+    for name in fn.__code__.co_names:
+        value = fn.__globals__.get(name)
+        inner = getattr(value, "fn", None)
+        if isinstance(inner, types.FunctionType) and callable(getattr(value, "run", None)):
+            h.update(name.encode())
+            _digest(inner, h, seen)
+        elif isinstance(value, (int, float, bool, str)) or type(value).__name__ == "constexpr":
+            h.update(f"{name}={value!r}".encode())
+
+
 def key(kernel, args: tuple, kwargs: dict) -> str:
     """One launch's specialization key (module docstring), as text."""
     from triton._C.libtriton import native_specialize_impl
@@ -89,4 +134,5 @@ def key(kernel, args: tuple, kwargs: dict) -> str:
             spec = (type(value).__name__,)
         parts.append(f"{name}:{':'.join(str(s) for s in spec)}")
     options = [f"{k}={v!r}" for k, v in sorted(kwargs.items()) if k not in sig.parameters and k not in _SKIP]
-    return f"{fn.__module__}.{fn.__qualname__}({', '.join(parts + options)})"
+    module = _MUTANT_SUFFIX.sub("", fn.__module__)
+    return f"{module}.{fn.__qualname__}#{source(fn)}({', '.join(parts + options)})"
