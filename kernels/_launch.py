@@ -109,13 +109,27 @@ def rows_per_program(rows: int, block: int, device: torch.device) -> int:
     return max(1, min(most, budget // block, 1 << max(rows - 1, 0).bit_length()))
 
 
+SPECIALIZE_ALL = "HARNESS_SPECIALIZE_ALL"  # =1: runtime_args keeps nothing out (bench's "before")
+
+
 def runtime_args(*names: str) -> dict[str, tuple[str, ...]]:
     """``triton.jit`` keyword arguments that keep ``names`` (sizes, strides, pointers) out of the
     compile key: Triton otherwise compiles once per pattern of values equal to 1, divisible by 16
-    or 16-byte aligned, so a kernel called with many layouts and sizes compiles again and again."""
+    or 16-byte aligned, so a kernel called with many layouts and sizes compiles again and again.
+
+    The row-wise kernels keep only values of the row dimension out (row counts, per-row vectors'
+    strides, ignore_index): the contiguous dimension's size and the row strides stay specialized,
+    since Triton vectorizes a load only where it can prove the mask constant and the address
+    aligned over the vector. With ``HARNESS_SPECIALIZE_ALL=1`` in the environment when a kernel
+    module is imported, nothing is kept out: the same kernels as specialized as Triton makes them,
+    for timing the two side by side on a GPU (docs/perf-notes.md)."""
     import inspect
+    import os
 
     import triton
+
+    if os.environ.get(SPECIALIZE_ALL) == "1":
+        return {}
 
     options = {"do_not_specialize": names}
     if "do_not_specialize_on_alignment" in inspect.signature(triton.jit).parameters:

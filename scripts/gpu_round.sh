@@ -3,7 +3,8 @@
 # limit, each step's wall time and exit status in $OUT/steps.txt, logs and reports in $OUT/gpu.tgz.
 #   STEPS="first wild norms kernelbench mutate:add_rmsnorm" bash scripts/gpu_round.sh
 # first: a new kernel's first verdict (the tutorial plugin); case:CASE_ID: one case of the as-written
-# kernels (CASE_KERNEL picks which); gate: make verify BACKEND=cuda under LGATE
+# kernels (CASE_KERNEL picks which); gate: make verify BACKEND=cuda under LGATE; bench:OP,OP: each op's
+# project kernel timed with every size specialized (HARNESS_SPECIALIZE_ALL=1), then as the kernels ask
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -24,6 +25,9 @@ for s in ${STEPS:-wild norms kernelbench mutate:add_rmsnorm}; do case $s in
     norms) step norms ${LNORMS:-200} $V --op rmsnorm --op add_rmsnorm --report-dir $R/norms ;;
     kernelbench) for p in softmax_torch softmax_naive; do step kb_$p 60 $V --reference $KB/softmax_problem.py --candidate $KB/$p.py --report-dir $R/kb_$p; done
                  for p in rowmean_triton rowmean_triton_tail; do step kb_$p 60 $V --reference $KB/rowmean_problem.py --candidate $KB/$p.py --report-dir $R/kb_$p; done ;;
+    bench:*) for op in ${s#*:}; do op=${op//,/ }; for o in $op; do  # OPS comma-separated: specialized as Triton does, then as the kernels ask
+        step bench_${o}_all ${LBENCH:-300} env HARNESS_SPECIALIZE_ALL=1 python3 -m harness bench --op $o --select 'triton*' --report-dir $R/bench_all
+        step bench_${o}_runtime ${LBENCH:-300} python3 -m harness bench --op $o --select 'triton*' --report-dir $R/bench_runtime; done; done ;;
     mutate:*) step mutate_${s#*:} ${LMUT:-240} python3 -m harness mutate --backend cuda --op ${s#*:} --report-dir $R/mut_${s#*:} ;;
 esac; done
 python3 scripts/failures.py $R/*/verify.json $R/*/mutation.json > $O/fail.txt 2>&1
