@@ -109,6 +109,8 @@ def merge_mutation(parts: list[tuple[str, dict]]) -> dict:
     for key in ("not_observable_here",):
         header[key] = list({m["name"]: m for _, r in parts for m in r.get(key, [])}.values())
     header["stale_equivalent_marks"] = sorted({n for _, r in parts for n in r.get("stale_equivalent_marks", [])})
+    # distinct keys do not add up over parts (their mutants share the clean kernels' keys): each part's own
+    header["specializations"] = {"parts": [r.get("specializations") for _, r in parts]}
     scorable = [m for m in mutants if m["status"] not in ("incompetent", "equivalent")]
     score = sum(bool(m["detected"]) for m in scorable) / len(scorable) if scorable and not refused else None
     return mutation_report.build(

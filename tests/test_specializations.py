@@ -103,3 +103,16 @@ def test_the_campaign_counts_a_key_once_per_kernel_source():
         outcome("m2", [shared, "kernels.softmax._bwd#cccc(X:*fp32:D)"]),
     ])
     assert found == {"total": 3, "shared_source": 2, "per_kernel": {"softmax/triton_softmax": 3}}
+
+
+def test_a_merged_campaign_keeps_each_parts_count_never_their_sum():
+    from reports.merge import merge_mutation
+
+    def part(i, spec):
+        return (f"p{i}", {"shard": {"index": i, "count": 2}, "backend": "interpreter", "seed": 0, "mutants": [],
+                          "sanity": {"passed": True, "reason": "ok", "runs": []}, "seconds": 1.0, "specializations": spec})
+
+    a = {"total": 5, "shared_source": 2, "per_kernel": {"softmax/triton_softmax": 5}}
+    b = {"total": 4, "shared_source": 2, "per_kernel": {"softmax/triton_softmax": 4}}
+    merged = merge_mutation([part(0, a), part(1, b)])
+    assert merged["specializations"] == {"parts": [a, b]}
