@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-__all__ = ["group", "group_line", "group_rows"]
+__all__ = ["by_kernel", "group", "group_line", "group_rows"]
 
 ASPECTS = ("dtype", "layout", "values")
 
@@ -78,3 +78,14 @@ def group_line(failed: list[dict]) -> str:
     groups = group(failed)
     rows = "; ".join(f"{aspect} {text}" for aspect, text in group_rows(groups))
     return f"{groups['failed_checks']} failed check(s) on {groups['failed_cases']} case(s): {rows}"
+
+
+def by_kernel(cases: list[dict]) -> list[dict]:
+    """The failed (not waived) records of a verify report's ``cases``, grouped per kernel in the
+    order they first failed: ``{op, kernel, line, rows}`` for each kernel with a failure."""
+    failed: dict[tuple[str, str], list[dict]] = {}
+    for r in cases:
+        if not r.get("passed"):
+            failed.setdefault((r.get("op", ""), r.get("kernel", "")), []).append(r)
+    return [{"op": op, "kernel": kernel, "line": group_line(records), "rows": group_rows(group(records))}
+            for (op, kernel), records in failed.items()]
