@@ -167,3 +167,25 @@ def test_failed_first_orders_failed_kernels_first_and_reads_no_report_as_none(tm
     assert last_failures(tmp_path) == {"a/k2": ("a:N=1",)}
     entries = [SimpleNamespace(op="a", name=n) for n in ("k1", "k2", "k3")]
     assert [e.name for e in kernels_first(entries, last_failures(tmp_path))] == ["k2", "k1", "k3"]
+
+
+def test_plugin_alone_verifies_the_plugins_kernels_only(tmp_path):
+    # bug class: --plugin without --select silently running every project kernel too (half an hour)
+    case = "rmsnorm:M=7,N=31,dtype=float32,layout=contiguous,values=normal,eps=1e-05,seed=1"
+    common = ["verify", "--backend", "interpreter", "--plugin", "examples/plugins/quickstart_rmsnorm.py", "--case", case,
+              "--no-render", "--no-cache"]
+    proc = harness(*common, "--report-dir", str(tmp_path / "mine"))
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # the example's deliberate bug
+    report = json.loads((tmp_path / "mine" / "verify.json").read_text())
+    assert sorted(k["name"] for k in report["kernels"]) == ["my_rmsnorm", "my_rmsnorm_bug"]
+    proc = harness(*common, "--with-project", "--report-dir", str(tmp_path / "all"))
+    names = [k["name"] for k in json.loads((tmp_path / "all" / "verify.json").read_text())["kernels"]]
+    assert "my_rmsnorm" in names and len(names) > 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_a_plugin_with_no_kernel_alone_is_a_usage_error(tmp_path):
+    (tmp_path / "empty_plugin.py").write_text("import torch\n")
+    proc = harness("verify", "--backend", "interpreter", "--plugin", str(tmp_path / "empty_plugin.py"),
+                   "--report-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "registers no kernel; add --with-project" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

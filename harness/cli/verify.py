@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-x", "--exitfirst", action="store_true",
                    help="stop at the first failed case: each running kernel stops at its first failure (not "
                         "shrunk) and no further kernel starts; the report holds what ran (exit 1)")
+    p.add_argument("--with-project", action="store_true",
+                   help="with --plugin: verify the project's kernels too (by default --plugin without --select verifies "
+                        "the plugin files' kernels only)")
     p.add_argument("--failed-first", action="store_true",
                    help="run the last run's failing cases first (REPORT_DIR/verify.json): its failed kernels start "
                         "first, each with its failed floor cases; the same cases run, in another order")
@@ -152,6 +155,12 @@ def _entries(args: argparse.Namespace) -> tuple[list, "Case | None"]:
     from harness.registry.registry import REGISTRY, Origin
 
     entries = [e for e in REGISTRY.select(op=args.op, kind="kernel", pattern=args.select) if e.origin is not Origin.BASELINE]
+    if args.plugin and args.select == "*" and not args.with_project:
+        # --plugin alone: the plugin's kernels, not the project's too (--select or --with-project ask for them)
+        entries = [e for e in entries if e.origin is Origin.PLUGIN]
+        if not entries:
+            raise UsageError(f"--plugin {' '.join(args.plugin)} registers no kernel{' of op ' + args.op if args.op else ''}; "
+                             "add --with-project to verify the project's kernels, or --select GLOB to choose kernels")
     if not entries:
         known = ", ".join(e.name for e in REGISTRY.select(op=args.op, kind="kernel")) or "none"
         raise UsageError(f"--select {args.select!r} matches no kernel{' of op ' + args.op if args.op else ''}; registered: {known}")
