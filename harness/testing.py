@@ -145,8 +145,9 @@ def _repro(fn: Callable, op: str, name: str, case_id: str, backend: str, seed: i
     from harness.cases.case import Case, repro_command
     from harness.cases.command import absolute
 
-    plugin = _plugin_file(fn)
-    if plugin:
+    registered = _registered(fn)
+    if registered:
+        plugin, name = registered
         return repro_command(Case.parse(case_id), kernel=name, backend=backend, plugins=(plugin,))
     env = f"{CASE_ENV}={shlex.quote(case_id)}"
     nodeid = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
@@ -160,18 +161,19 @@ def _repro(fn: Callable, op: str, name: str, case_id: str, backend: str, seed: i
     return f"assert_kernel({op!r}, {name}, seed={seed}, backend={backend!r}, case={case_id!r})"
 
 
-def _plugin_file(fn: Callable) -> str | None:
-    """The file that registers ``fn`` as a kernel, if one does (harness.register_kernel)."""
+def _registered(fn: Callable) -> tuple[str, str] | None:
+    """The file that registers ``fn`` as a kernel and the name it registers, if one does
+    (harness.register_kernel)."""
     from harness.settings import PROJECT_ROOT
 
     for entry in REGISTRY.select(kind="kernel"):
         if entry.fn is fn:
             if entry.plugin:
-                return entry.plugin
+                return entry.plugin, entry.name
             file = entry.defined_at.rpartition(":")[0]
             # a plugin imported by the test itself registers without the loader knowing its file
             if file and os.path.isfile(file) and not file.startswith(str(PROJECT_ROOT / "kernels")):
-                return file
+                return file, entry.name
     return None
 
 

@@ -158,3 +158,43 @@ def test_quick_cover_keeps_the_smallest_case_of_each_dtype_and_layout():
         params = dict(case.params)
         same = [c for c in floor if (dict(c.params)["dtype"], dict(c.params)["layout"]) == (params["dtype"], params["layout"])]
         assert _elements(case) == min(_elements(c) for c in same)
+
+
+REGISTERED = '''
+from harness import register_kernel
+
+
+@register_kernel("swiglu", name="{name}")
+def wrong_swiglu(a, b):  # sigmoid of the wrong operand
+    import torch
+    af, bf = a.float(), b.float()
+    return (af * torch.sigmoid(bf) * bf).to(a.dtype)
+'''
+
+
+def test_a_kernel_registered_by_a_file_gets_verifys_repro_line(tmp_path):
+    import importlib.util
+    import shlex
+
+    from harness.cases.command import console_words
+    from harness.registry.registry import REGISTRY
+    from harness.testing import assert_kernel
+
+    name = f"assert_kernel_registered_{os.getpid()}"
+    before = dict(REGISTRY.entries)
+    path = tmp_path / "my_plugin.py"
+    path.write_text(REGISTERED.format(name=name))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        with pytest.raises(AssertionError) as info:
+            assert_kernel("swiglu", module.wrong_swiglu, quick=True)
+    finally:  # other tests in this process see the registry as it was
+        REGISTRY.entries.clear()
+        REGISTRY.entries.update(before)
+    text = str(info.value)
+    assert len(text.splitlines()) < 25
+    repro = shlex.split(text.split("repro: ", 1)[1].splitlines()[0])
+    assert repro[:2] == [*console_words(), "verify"] and repro[repro.index("--plugin") + 1] == str(path)
+    assert repro[repro.index("--select") + 1] == name and repro[repro.index("--case") + 1].startswith("swiglu:")
