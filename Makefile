@@ -14,7 +14,7 @@ MUTATE_JOBS ?= auto
 # pytest-xdist workers for make test (2 cores on CI machines)
 TEST_WORKERS ?= 2
 
-.PHONY: setup verify test clean sanitize report browser mutants
+.PHONY: setup verify test clean sanitize report browser mutants screenshot
 
 setup:
 	@scripts/setup_env.sh
@@ -44,6 +44,11 @@ browser:
 	  if ($$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium) >/dev/null 2>&1; \
 	  then echo "browser: installed $$(command -v chromium)"; \
 	  else echo "browser: apt-get could not install chromium; the HTML report's browser test will be skipped"; fi; fi
+
+## screenshot: the README's picture of the report, from a real run of the five-minute example
+## (scripts/screenshot.sh; chromium from make browser)
+screenshot: setup
+	@scripts/screenshot.sh
 
 ## test: the harness's own tests
 test: setup

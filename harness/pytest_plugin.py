@@ -37,6 +37,15 @@ def pytest_addoption(parser) -> None:
     group.addoption("--verify-seed", type=int, default=0, metavar="N", help="hypothesis seed (default: 0)")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args) -> None:
+    """Before any conftest or test module is imported (and decorates its Triton kernels): the
+    interpreter when torch sees no GPU, so a test needs no ``TRITON_INTERPRET=1`` by hand."""
+    from harness.run.backend import interpret_without_gpu
+
+    interpret_without_gpu()
+
+
 def _plugins(config) -> list[Path]:
     return [Path(p).resolve() for p in config.getoption("verify_plugin") or []]
 

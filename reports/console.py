@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from reports import verify_report
+from reports import failure_groups, verify_report
 from reports.terminal import report_console
 
 MAX_FAILURES_SHOWN = 12
@@ -93,6 +93,9 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
                           f"({k['waivers'][check]}) but never failed; remove it from Contract(waive=...)", highlight=False)
 
     failures = [r for r in report["cases"] if not r["passed"]]
+    for g in failure_groups.by_kernel(report["cases"]):  # what the failures share, before them one by one
+        console.print(f"[red]FAILURES[/] {escape(g['op'])}/{escape(g['kernel'])}: {escape(g['line'])}",
+                      highlight=False, soft_wrap=True)
     for r in failures[:MAX_FAILURES_SHOWN]:
         # never wrapped: a case id or repro line broken over two lines cannot be pasted (a log
         # file or a CI console is narrower than a repro)

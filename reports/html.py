@@ -15,7 +15,7 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
-from reports import drift, library_tests, plot_cache, plots, timing, verify_report
+from reports import drift, failure_groups, library_tests, plot_cache, plots, timing, verify_report
 
 __all__ = ["render", "FILTERS", "FAILURES_PER_GROUP"]
 
@@ -233,6 +233,7 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
         "case_rows": _case_rows_html(cases),
         "failed_cases": sum(1 for c in cases if not c.get("passed")),
         "failures": failures,
+        "failure_kernels": failure_groups.by_kernel(cases),
         "failures_left": failures_left,
         "failures_per_group": FAILURES_PER_GROUP,
         "filters": FILTERS,

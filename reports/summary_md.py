@@ -6,7 +6,7 @@ their repro commands. Kept short: the full picture is index.html in the uploaded
 
 from __future__ import annotations
 
-from reports import drift, library_tests, timing, verify_report
+from reports import drift, failure_groups, library_tests, timing, verify_report
 
 __all__ = ["render", "MAX_FAILURES", "MAX_SURVIVORS"]
 
@@ -59,6 +59,9 @@ def _verify_lines(verify: dict) -> list[str]:
         for check in k.get("stale_waivers") or []:
             lines += ["", f"**Stale waiver** `{_cell(k.get('name'))}`: `{check}` is waived but never failed; remove it"]
     failures = [r for r in verify.get("cases", []) if not r.get("passed")]
+    for g in failure_groups.by_kernel(verify.get("cases", [])):
+        lines += ["", f"Failures of `{_cell(g['kernel'])}` ({_cell(g['op'])}): {_cell(g['line'].split(':', 1)[0])}", "",
+                  "| failed cases by | |", "|---|---|", *(f"| {a} | {_cell(text)} |" for a, text in g["rows"])]
     if failures:
         lines += ["", f"<details><summary>First failures ({min(MAX_FAILURES, len(failures))} of {len(failures)} failed checks)</summary>", ""]
         for r in failures[:MAX_FAILURES]:

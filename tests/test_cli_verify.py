@@ -134,3 +134,58 @@ def test_exitfirst_stops_at_the_first_failed_case_and_starts_no_other_kernel(tmp
     failed = {c["case_id"] for c in report["cases"] if not c["passed"]}
     assert len(failed) == 1 and report["cases"][-1]["case_id"] in failed  # nothing ran after the failed case
     assert "stopped at the first failure (-x); not run: " in proc.stderr and "swiglu/wrong_sigmoid_b" in proc.stderr
+
+
+def test_failed_first_runs_the_last_runs_failing_case_first(tmp_path):
+    # bug class: a fix checked by waiting for the whole floor before the case that failed comes up
+    late = "rmsnorm:M=7,N=255,dtype=float32,layout=contiguous,values=nonfinite,eps=1e-12,seed=421764"
+    last = {"backend": "interpreter", "kernels": [], "cases": [
+        {"op": "rmsnorm", "kernel": "tutorial_div_by_block", "check": "forward", "case_id": late, "passed": False}]}
+    (tmp_path / "verify.json").write_text(json.dumps(last))
+    from reports import manifest
+
+    manifest.record(tmp_path, "verify.json")  # as the last run wrote it
+    proc = harness("verify", "-x", "--failed-first", "--backend", "interpreter", "--plugin",
+                   "examples/plugins/tutorial_rmsnorm_bugs.py", "--select", "tutorial_div_by_block", "--jobs", "1",
+                   "--max-examples", "0", "--no-cache", "--report-dir", str(tmp_path))
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((tmp_path / "verify.json").read_text())
+    assert {c["case_id"] for c in report["cases"]} == {late}  # the first case run failed (-x stopped there)
+    assert [k["name"] for k in report["kernels"]] == ["tutorial_div_by_block"]
+
+
+def test_failed_first_orders_failed_kernels_first_and_reads_no_report_as_none(tmp_path):
+    from types import SimpleNamespace
+
+    from harness.incremental.failed_first import kernels_first, last_failures
+
+    assert last_failures(tmp_path) == {}
+    (tmp_path / "verify.json").write_text(json.dumps({"cases": [
+        {"op": "a", "kernel": "k2", "case_id": "a:N=1", "passed": False},
+        {"op": "a", "kernel": "k2", "case_id": "a:N=2", "passed": True},
+        {"op": "a", "kernel": "k3", "case_id": "a:N=3", "passed": False, "waived": "declared"}]}))
+    assert last_failures(tmp_path) == {"a/k2": ("a:N=1",)}
+    entries = [SimpleNamespace(op="a", name=n) for n in ("k1", "k2", "k3")]
+    assert [e.name for e in kernels_first(entries, last_failures(tmp_path))] == ["k2", "k1", "k3"]
+
+
+def test_plugin_alone_verifies_the_plugins_kernels_only(tmp_path):
+    # bug class: --plugin without --select silently running every project kernel too (half an hour)
+    case = "rmsnorm:M=7,N=31,dtype=float32,layout=contiguous,values=normal,eps=1e-05,seed=1"
+    common = ["verify", "--backend", "interpreter", "--plugin", "examples/plugins/quickstart_rmsnorm.py", "--case", case,
+              "--no-render", "--no-cache"]
+    proc = harness(*common, "--report-dir", str(tmp_path / "mine"))
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # the example's deliberate bug
+    report = json.loads((tmp_path / "mine" / "verify.json").read_text())
+    assert sorted(k["name"] for k in report["kernels"]) == ["my_rmsnorm", "my_rmsnorm_bug"]
+    proc = harness(*common, "--with-project", "--report-dir", str(tmp_path / "all"))
+    names = [k["name"] for k in json.loads((tmp_path / "all" / "verify.json").read_text())["kernels"]]
+    assert "my_rmsnorm" in names and len(names) > 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_a_plugin_with_no_kernel_alone_is_a_usage_error(tmp_path):
+    (tmp_path / "empty_plugin.py").write_text("import torch\n")
+    proc = harness("verify", "--backend", "interpreter", "--plugin", str(tmp_path / "empty_plugin.py"),
+                   "--report-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2 and "registers no kernel; add --with-project" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -136,3 +136,24 @@ def test_anchor_slugs_follow_github(tmp_path):
     page = tmp_path / "p.md"
     page.write_text("# Title\n## Run 25 (2026-12-01) — after `x`; 4.9 s\n## Title\n```\n# not a heading\n```\n")
     assert _anchors(page) == {"title", "run-25-2026-12-01--after-x-49-s", "title-1"}
+
+
+def test_the_readme_screenshot_is_made_by_make_screenshot_from_the_readmes_command():
+    # bug class: a screenshot from an older run that shows other numbers than the text beside it
+    import re
+    import shlex
+
+    text = README.read_text()
+    assert "![" in text and "(docs/figures/report_verify.png)" in text
+    shown = re.search(r"^\$ \.venv/bin/triton-verify (verify .*)$", text, re.M)
+    assert shown, "README's five-minute example shows no `$ .venv/bin/triton-verify verify ...` line"
+    script = (ROOT / "scripts" / "screenshot.sh").read_text()
+    assert "docs/figures/report_verify.png" in script
+    made = re.search(r"\.venv/bin/triton-verify (verify [^\n]*\\\n[^\n]*)", script).group(1).replace("\\\n", " ")
+    extra = {"--no-cache", "--report-dir", '"$out"'}
+    assert [w for w in shlex.split(made, posix=False) if w not in extra] == shlex.split(shown.group(1), posix=False)
+    assert re.search(r"^screenshot: setup\n\t@scripts/screenshot\.sh$", (ROOT / "Makefile").read_text(), re.M)
+    glossary = (ROOT / "docs" / "glossary.md").read_text()
+    for term in ("floor", "incompetent", "equivalent", "carrier", "kill cache", "waiver", "refilled", "specialization",
+                 "weak kill"):
+        assert f"**{term}" in glossary.lower() or f"**{term}" in glossary, f"glossary.md does not define {term!r}"

@@ -159,3 +159,31 @@ def test_a_cpu_campaign_keeps_the_gpus_memcheck_kills_in_the_kill_cache(tmp_path
     kept = json.loads(cache.read_text())
     assert kept["memcheck"] == {"plugin.scaled": SMALL, "gen.x": SMALL}
     assert kept["backends"]["interpreter"] == {"plugin.scaled": SMALL}
+
+
+def test_mutate_says_how_long_first_and_renders_index_html(tmp_path):
+    # bug class: a 15-minute campaign that says nothing of its length up front and leaves no page
+    proc = mutate("--plugin", PLUGIN, "--select", "plugin.scaled", "--case", SMALL, "--jobs", "1",
+                  "--report-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    first = next(line for line in proc.stdout.splitlines() if line.startswith("mutate: 1 mutant(s) over 1 worker(s)"))
+    assert proc.stdout.index(first) < proc.stdout.index("score")
+    assert (tmp_path / "index.html").is_file() and (tmp_path / "summary.md").is_file()
+    assert "plugin.scaled" in (tmp_path / "index.html").read_text()
+
+
+def test_the_estimate_is_the_mutant_count_times_the_cost_of_a_case(tmp_path):
+    from types import SimpleNamespace
+
+    from harness.mutation.estimate import describe, estimate
+
+    (tmp_path / "verify.json").write_text(json.dumps({"backend": "interpreter", "kernels": [
+        {"op": "myop", "name": "k", "worker_seconds": 100.0}]}))
+    mutants = [SimpleNamespace(op="myop") for _ in range(10)]
+    figure = estimate(mutants, [], parallel=2, report_dir=tmp_path, backend="interpreter", cases_of=lambda op: 50)
+    # 2 s a case: a killed mutant about 2 cases (4 s), a survivor the 100 s suite; over 2 workers
+    assert (figure["low_s"], figure["high_s"]) == (20.0, 500.0)
+    assert "expected 20 s" in describe(figure) and "to 8 min" in describe(figure)
+    other = estimate([SimpleNamespace(op="newop")], [], parallel=1, report_dir=tmp_path, backend="interpreter",
+                     cases_of=lambda op: 50)
+    assert other["unknown"] == ["newop"] and "no cost figure for newop" in describe(other)

@@ -31,7 +31,7 @@ def test_without_classify_every_job_gets_a_line():
         p(_done("a", 0))
         p(_done("b", 2))
     text = out.getvalue()
-    assert "1/2 rmsnorm/a: 1 cases, ok" in text and "2/2 rmsnorm/b: 1 cases, 2 failed check(s)" in text
+    assert "1/2 rmsnorm/a: 1 cases, ok" in text and "2/2 rmsnorm/b: 1 cases, 2 failed case(s)" in text
 
 
 def test_the_summary_line_says_how_long_is_left_at_the_pace_so_far():

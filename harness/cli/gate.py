@@ -55,7 +55,7 @@ def steps(args: argparse.Namespace) -> list[list[str]]:
     return [
         ["verify", *common_args, "--no-render", *fresh, *baseline, *split(args.verify_args, "--verify-args")],
         ["train-check", *common_args, *fresh],
-        ["mutate", *common_args, "--jobs", str(args.jobs), *fresh, *split(args.mutate_args, "--mutate-args")],
+        ["mutate", *common_args, "--jobs", str(args.jobs), "--no-render", *fresh, *split(args.mutate_args, "--mutate-args")],
         ["report", "--report-dir", args.gate_dir],
     ]
 

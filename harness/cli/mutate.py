@@ -58,6 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_selection(p)
     p.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS",
                    help="per-mutant time limit (default: 5x the clean run's time + 60 s)")
+    p.add_argument("--no-render", action="store_true",
+                   help="write mutation.json only, not index.html / junit.xml / summary.md (make verify renders them "
+                        "once, at its end)")
     p.add_argument("--min-score", type=fraction, default=1.0, metavar="FRACTION",
                    help="exit 1 if the mutation score is below this (default: 1.0)")
     p.add_argument("--case", metavar="CASE_ID", help="run only this case (the repro of a kill)")
@@ -294,12 +297,27 @@ def _run_pool(args: argparse.Namespace, setup: _Setup, reused, header: dict,
             setup.cache, setup.runnable, parallel=setup.parallel, driver_args=setup.driver_args, on_start=lambda n: print(
                 f"mutate: memcheck first look at {n} mutant(s) killed by memcheck last time ...", flush=True))
     session = CampaignSession(setup.plan(args, reused), first_looks=looks)
+    print(_estimate_line(args, setup, session), flush=True)
     with Progress("mutate", session.job_count, classify=session.progress_class,
                   shown=("survived", "sanity failed")) as progress:
         check, outcomes = session.run(on_event=progress, stop=stop)
     if looks is not None:
         header["memcheck_first"] = looks.summary()
     return check, outcomes
+
+
+def _estimate_line(args: argparse.Namespace, setup: _Setup, session) -> str:
+    """How long the campaign will take, from its mutant count and the op's cost a case."""
+    from harness.mutation import estimate
+    from harness.registry.registry import REGISTRY
+
+    def cases_of(op: str) -> int:
+        return len(REGISTRY.op(op).floor_cases(backend=setup.backend.name)) + setup.max_examples
+
+    sanity_ops = sorted({job.op for job in session.checks})
+    return estimate.describe(estimate.estimate(session.to_run, sanity_ops, parallel=setup.parallel,
+                                               report_dir=args.report_dir, backend=setup.backend.name,
+                                               cases_of=cases_of, one_case=bool(setup.case)))
 
 
 def _finish(report, refused: str | None = None, *, scored: bool = True) -> dict:
@@ -315,6 +333,17 @@ def _finish(report, refused: str | None = None, *, scored: bool = True) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The campaign, then index.html, junit.xml and summary.md rendered from the report folder as
+    verify renders them (a rendering failure warns; the exit status stays the campaign's)."""
+    rc = _campaign(args)
+    if not args.no_render and (Path(args.report_dir) / "mutation.json").is_file():
+        from harness.cli import report as report_cli
+
+        report_cli.write_after_run(args.report_dir)
+    return rc
+
+
+def _campaign(args: argparse.Namespace) -> int:
     backend = common.prepare(args)
     started = time.monotonic()
     setup = _set_up(args, backend)

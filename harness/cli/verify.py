@@ -28,6 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-x", "--exitfirst", action="store_true",
                    help="stop at the first failed case: each running kernel stops at its first failure (not "
                         "shrunk) and no further kernel starts; the report holds what ran (exit 1)")
+    p.add_argument("--with-project", action="store_true",
+                   help="with --plugin: verify the project's kernels too (by default --plugin without --select verifies "
+                        "the plugin files' kernels only)")
+    p.add_argument("--failed-first", action="store_true",
+                   help="run the last run's failing cases first (REPORT_DIR/verify.json): its failed kernels start "
+                        "first, each with its failed floor cases; the same cases run, in another order")
     p.add_argument("--timeout", type=float, default=DEFAULTS.job_timeout_s, metavar="SECONDS", help="per-kernel time limit")
     p.add_argument("--shards", type=common.at_least_one, default=None, metavar="K",
                    help="split each kernel's cases over K workers; the case set is the same for any K "
@@ -108,7 +114,15 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     to_run = [e for e, p in zip(entries, plans) if not p.reused]
     if len(to_run) > 1:  # nothing to order otherwise (and the last verify.json is 10 MB to read)
         to_run = costs.longest_first(to_run, costs.expected(args.report_dir, backend.name))
+    failures = {}
+    if args.failed_first:
+        from harness.incremental import failed_first
+
+        failures = failed_first.last_failures(args.report_dir)
+        to_run = failed_first.kernels_first(to_run, failures)
     jobs = _jobs(args, plan, to_run, backend.name, case, max_examples, shards)
+    for job in jobs:
+        job.floor_first = failures.get(f"{job.op}/{job.kernel}", ())
     if args.watchdog is not None:  # the judges read it (harness.settings.current)
         if args.watchdog <= 0:
             raise UsageError(f"--watchdog must be a positive number of seconds, got {args.watchdog}")
@@ -141,6 +155,12 @@ def _entries(args: argparse.Namespace) -> tuple[list, "Case | None"]:
     from harness.registry.registry import REGISTRY, Origin
 
     entries = [e for e in REGISTRY.select(op=args.op, kind="kernel", pattern=args.select) if e.origin is not Origin.BASELINE]
+    if args.plugin and args.select == "*" and not args.with_project:
+        # --plugin alone: the plugin's kernels, not the project's too (--select or --with-project ask for them)
+        entries = [e for e in entries if e.origin is Origin.PLUGIN]
+        if not entries:
+            raise UsageError(f"--plugin {' '.join(args.plugin)} registers no kernel{' of op ' + args.op if args.op else ''}; "
+                             "add --with-project to verify the project's kernels, or --select GLOB to choose kernels")
     if not entries:
         known = ", ".join(e.name for e in REGISTRY.select(op=args.op, kind="kernel")) or "none"
         raise UsageError(f"--select {args.select!r} matches no kernel{' of op ' + args.op if args.op else ''}; registered: {known}")

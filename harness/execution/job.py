@@ -70,7 +70,7 @@ class Event:
     job: Job
     kind: EventKind
     cases_run: int
-    failed: int
+    failed: int  # distinct failed cases (harness.execution.jobs.failed_cases)
     current: str | None
     result: JobResult | None = None  # DONE: how the job ended, as run_jobs will return it
 

@@ -46,6 +46,11 @@ def _next_job(pending: list[tuple[int, Job]], decide: Callable[[Job], Decision] 
     return None
 
 
+def failed_cases(records) -> int:
+    """Distinct failed cases among a job's records: what the report's "failed cases" counts."""
+    return len({r.case_id for r in records if not r.passed})
+
+
 def run_jobs(jobs: list[Job], *, parallel: int, on_event: Callable[[Event], None] | None = None,
              reuse: bool = True, decide: Callable[[Job], Decision] | None = None,
              stop: Callable[[], bool] | None = None) -> list[JobResult]:
@@ -152,7 +157,7 @@ class Pool:
         before = run.cases_run
         run.read()
         if self.on_event and run.cases_run != before:
-            failed = sum(not r.passed for r in run.records)
+            failed = failed_cases(run.records)
             self.on_event(Event(run.job, EventKind.CASE, run.cases_run, failed, run.current))
         code = run.proc.poll()
         elapsed = time.monotonic() - run.started
@@ -176,7 +181,7 @@ class Pool:
             run.close()
             del self.workers[slot]
         if self.on_event:
-            failed = sum(not r.passed for r in self.results[index].records)
+            failed = failed_cases(self.results[index].records)
             self.on_event(Event(job, EventKind.DONE, self.results[index].cases_run, failed, None, self.results[index]))
 
     def _ended(self, run: Worker, code: int | None, limit: float) -> JobStatus | None:

@@ -81,7 +81,7 @@ class Progress:
         if event.kind in (EventKind.DONE, EventKind.SKIPPED):
             self.running.pop(label, None)
             self.finished += 1
-            verdict = "ok" if event.failed == 0 else f"{event.failed} failed check(s)"
+            verdict = "ok" if event.failed == 0 else f"{event.failed} failed case(s)"
             if event.result is not None and event.result.status is JobStatus.HARNESS_ERROR:
                 verdict = "ERROR (harness): no verdict"
             line = f"[{self.title}] {self.finished}/{self.total} {label}: " + (

@@ -103,7 +103,8 @@ class Worker:
         """Hand ``job`` to the worker; False if the worker is gone (the caller starts another)."""
         self.index, self.job = index, job
         self.records: list[CaseRecord] = []
-        self.cases_run = 0
+        self.cases_run = 0  # distinct cases: a case hypothesis runs again while shrinking counts once, as in the report
+        self._case_ids: set[str] = set()
         self.current: str | None = None
         self.done = False
         self.begun = False  # the worker read the job (a worker that dies before has not run it)
@@ -163,7 +164,8 @@ class Worker:
             elif kind is WireEvent.RECORD:
                 self.records.append(CaseRecord.from_dict(event["record"]))
             elif kind is WireEvent.CASE_DONE:
-                self.cases_run += 1
+                self._case_ids.add(event.get("case_id"))
+                self.cases_run = len(self._case_ids)
                 self.current = None
             elif kind is WireEvent.DONE:
                 self.done = True

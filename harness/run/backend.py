@@ -60,6 +60,19 @@ def _gpu_visible() -> bool:
     return torch.cuda.is_available() and torch.cuda.device_count() > 0
 
 
+def interpret_without_gpu() -> bool:
+    """Set ``TRITON_INTERPRET=1`` when torch sees no GPU and the environment does not say
+    otherwise, so that the kernels decorated from now on run through the interpreter (Triton reads
+    it when ``@triton.jit`` decorates a kernel). For a process about to import user kernels
+    (the pytest plugin, harness.testing); True when the interpreter is chosen."""
+    if "TRITON_INTERPRET" in os.environ:
+        return os.environ["TRITON_INTERPRET"] == "1"
+    if _gpu_visible():
+        return False
+    os.environ["TRITON_INTERPRET"] = "1"
+    return True
+
+
 def select(name: str) -> Backend:
     """Resolve ``auto|cuda|interpreter`` and prepare the process for it."""
     if name not in BACKENDS:

@@ -42,12 +42,16 @@ class KernelError:
     oob: str | None = None  # harness.run.oob's description of an out-of-bounds access behind it
     rejection: bool = False  # a ValueError, TypeError or NotImplementedError (or a subclass)
     limit: bool = False  # one of SELF_LIMITS (or a subclass): a limit the kernel states itself
+    where: str | None = None  # FILE:LINE of the deepest frame in the kernel's own code (raised_at)
 
     def __str__(self) -> str:
         return self.text
 
     def describe(self) -> str:
-        return f"{self.type_name}: {self.text}" if self.text else self.type_name
+        """``Type: first line (at FILE:LINE)`` and the message's further lines."""
+        first, newline, rest = self.text.partition("\n")
+        at = f" (at {self.where})" if self.where else ""
+        return f"{self.type_name}: {first}{at}{newline}{rest}" if self.text else f"{self.type_name}{at}"
 
 
 @dataclasses.dataclass
@@ -90,7 +94,33 @@ def error_of(exc: BaseException) -> KernelError:
     except Exception:  # an exception whose __str__ raises still gets reported
         text = "(its message could not be printed)"
     return KernelError(type(exc).__name__, text[:4000], str(oob) if oob is not None else None,
-                       any(n in REJECTIONS for n in names), any(n in SELF_LIMITS for n in names))
+                       any(n in REJECTIONS for n in names), any(n in SELF_LIMITS for n in names), raised_at(exc))
+
+
+def raised_at(exc: BaseException) -> str | None:
+    """FILE:LINE of the deepest traceback frame in the kernel's own code: a file that is neither
+    the harness's, an installed package's (torch, triton: also the interpreter running a
+    @triton.jit body, whose own frames are the kernel file's) nor the standard library's."""
+    import sysconfig
+
+    from harness.settings import PROJECT_ROOT
+
+    skip = [str(PROJECT_ROOT / "harness"), *{sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}]
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:  # the interpreter re-raises a @triton.jit body's error
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    for link in reversed(chain):  # the innermost first: where it began
+        where, tb = None, link.__traceback__
+        while tb is not None:
+            file = tb.tb_frame.f_code.co_filename
+            if not file.startswith("<") and not any(file.startswith(p) for p in skip if p) and "-packages" not in file:
+                where = f"{file}:{tb.tb_lineno}"
+            tb = tb.tb_next
+        if where:
+            return where
+    return None
 
 
 def output_of(value: Any) -> Any:

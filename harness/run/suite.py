@@ -94,6 +94,7 @@ class SuitePlan:
     floor_first: Sequence[str] = ()
     cheap_first: bool = False  # a mutant's floor: the cheap checks of every case before the later calls
     known_passed: frozenset[str] = frozenset()  # cases a current verify verdict passed: not run again
+    quick: bool = False  # the floor's smallest case of each dtype and layout only (quick_cover)
 
     def mine(self, case: Case) -> bool:
         """Whether a generated case belongs to this shard."""
@@ -129,6 +130,29 @@ def later_cover(floor: Sequence[Case]) -> frozenset[str]:
     return frozenset(chosen)
 
 
+def _elements(case: Case) -> int:
+    """The product of a case's integer sizes (its upper-case parameters)."""
+    n = 1
+    for key, value in case.params:
+        if key[:1].isupper() and isinstance(value, int):
+            n *= max(value, 1)
+    return n
+
+
+def quick_cover(floor: Sequence[Case]) -> frozenset[str]:
+    """The quick suite (``assert_kernel(quick=True)``): of each (dtype, layout) pair of the
+    floor, its smallest case (fewest elements; the first in floor order among equals). Every
+    dtype and layout the floor holds is still called once, in seconds on the interpreter; the
+    sizes, value kinds and generated cases of the full suite are not."""
+    smallest: dict = {}
+    for case in floor:
+        params = dict(case.params)
+        key = (params.get("dtype"), params.get("layout"))
+        if key not in smallest or _elements(case) < _elements(smallest[key]):
+            smallest[key] = case
+    return frozenset(case.id for case in smallest.values())
+
+
 def run_suite(
     spec: OpSpec,
     entry: KernelEntry,
@@ -146,6 +170,7 @@ def run_suite(
     known_passed: frozenset[str] = frozenset(),
     host=None,
     base_host=None,
+    quick: bool = False,
 ) -> list[CaseRecord]:
     """``floor_first``: ids of floor cases to run before the rest of the floor (the campaign
     puts the cases that killed a mutant last time first). Only the order changes: ids that are
@@ -154,14 +179,16 @@ def run_suite(
     case whose kernel process hung, or was lost once too often, ends the suite there.
     ``known_passed``: case ids that a current verify verdict of this very kernel passed (the
     campaign's sanity step, harness.incremental.plan.verified_cases): they are not run again and
-    leave no record; the suite's other cases run as before."""
+    leave no record; the suite's other cases run as before. ``quick``: the floor's ``quick_cover``
+    only, and no generated case."""
     records: list[CaseRecord] = []
     index, count = shard
     if not 0 <= index < count:
         raise ValueError(f"shard {index} of {count} does not exist")
     plan = SuitePlan(backend=backend, seed=seed, max_examples=max_examples, only_case=only_case,
                      stop_at_first_failure=stop_at_first_failure, shard=shard, floor_first=floor_first,
-                     cheap_first=stop_at_first_failure and entry.kind == "mutant", known_passed=known_passed)
+                     cheap_first=stop_at_first_failure and entry.kind == "mutant", known_passed=known_passed,
+                     quick=quick)
 
     def one(case: Case, phase: Phase, later: bool = True) -> CaseRun | Inconclusive:
         if on_start:
@@ -215,6 +242,9 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan, releas
         return records
 
     whole = spec.floor_cases(backend=plan.backend)
+    if plan.quick:
+        chosen = quick_cover(whole)
+        whole = [case for case in whole if case.id in chosen]
     every = plan.backend != "interpreter" or current_settings().later_calls_interpreter == "all"
     cover = None if every else later_cover(whole)  # None: the later calls on every case
 
@@ -251,7 +281,7 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan, releas
         if plan.stop_at_first_failure and not passed:
             return records
 
-    if plan.max_examples > 0:
+    if plan.max_examples > 0 and not plan.quick:
         _generated(spec, one, records, plan)
     return records
 
