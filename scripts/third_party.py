@@ -273,14 +273,14 @@ def flash_attn(d: Path) -> list[Adapted]:
 ADAPTERS = (triton_tutorials, liger, unsloth, flaggems, flash_attn)
 
 # (kernel, check) -> the adjudication of its failure (docs/findings.md, 2026-12-07)
+TUTORIAL_LAYER_NORM = ("the kernel's bug, one for every check it fails: it indexes x, y, dy and dx by x's one row "
+                      "stride and columns by 1. For x whose rows are padded (row stride > N; `reshape` keeps the "
+                      "view) it stores y into `torch.empty_like(x)`, which is dense (row stride N): the last rows "
+                      "land past y's end (heap corruption on the interpreter, `crash`); `forward` is wrong on "
+                      "transposed x, `dx`, `dweight`, `dbias` on a dy of another layout than x. With those limits "
+                      "declared and refused it passes (`tutorial_layer_norm_contiguous`)")
 VERDICTS: dict[tuple[str, str], str] = {
-    ("tutorial_layer_norm", "crash"): "the kernel's bug: for x whose rows are padded (row stride > N; `reshape` keeps "
-                                      "the view) it stores y with x's row stride into `torch.empty_like(x)`, which is "
-                                      "dense (row stride N): the last rows land past y's end (heap corruption on the "
-                                      "interpreter). Its backward also reads dy and writes dx with x's row stride and "
-                                      "its forward reads columns with unit stride (`dx`, `dweight`, `dbias` wrong on "
-                                      "a dy of its own layout, `forward` on transposed x). With those limits declared "
-                                      "and refused it passes (`tutorial_layer_norm_contiguous`)",
+    **{("tutorial_layer_norm", c): TUTORIAL_LAYER_NORM for c in ("crash", "forward", "dx", "dweight", "dbias")},
     ("liger_softmax", "dx"): "the kernel's choice, undeclared: its backward starts from y as the forward stored it in "
                              "fp16/bf16 (as torch's own fp16 softmax does), beyond the fp32 model on fp16/bf16 dx; "
                              "declared with Contract(precision=\"input\") it passes (`liger_softmax_declared`)",
@@ -405,7 +405,8 @@ def main(argv=None) -> int:
                 verdict, adj = f"PASS ({res['cases']} cases)", k.note
             else:
                 verdict = "FAIL " + ", ".join(f"`{c}` on `{cid}`" for c, (cid, _) in res["failed"].items())
-                adj = "; ".join(VERDICTS.get((k.name, c), f"NOT ADJUDICATED: {m}") for c, (_, m) in res["failed"].items())
+                adj = "; ".join(dict.fromkeys(VERDICTS.get((k.name, c), f"NOT ADJUDICATED: {m}")
+                                              for c, (_, m) in res["failed"].items()))
             rows.append((k.project, f"`{k.name}` ({k.op})", verdict, adj))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     text = table(rows)
