@@ -145,6 +145,8 @@ def triton_tutorials(d: Path) -> list[Adapted]:
     def tutorial_softmax(x):
         # the tutorial's host code, less its device-property occupancy estimate: persistent programs
         # striding over the rows (num_programs = min(rows, a few), as its launch gives on a GPU)
+        if x.dim() != 2 or x.stride(1) != 1:  # the limit its kernel assumes (it reads columns by 1), refused
+            raise ValueError("tutorial softmax: x[M, N] with unit column stride")
         n_rows, n_cols = x.shape
         y = torch.empty_like(x)
         mod.softmax_kernel[(min(n_rows, 4), 1, 1)](y, x, x.stride(0), y.stride(0), n_rows, n_cols,
@@ -160,7 +162,8 @@ def triton_tutorials(d: Path) -> list[Adapted]:
         return ln.LayerNorm.apply(x, (x.shape[-1],), w, b, eps)
     return [Adapted("triton", "softmax", "tutorial_fused_softmax", tutorial_softmax,
                     Contract(forward_only=True, unit_stride=("x",), max_leading_dims=1),
-                    "forward only (the tutorial has no backward); reads x with unit column stride, x[M, N]"),
+                    "forward only (the tutorial has no backward); x[M, N] with unit column stride declared, the "
+                    "wrapper refusing the others"),
             Adapted("triton", "layer_norm", "tutorial_layer_norm",
                     lambda x, w, b, eps: ln.LayerNorm.apply(x, (x.shape[-1],), w, b, eps)),
             Adapted("triton", "layer_norm", "tutorial_layer_norm_contiguous", tutorial_layer_norm_contiguous,

@@ -224,3 +224,30 @@ def test_a_gradient_off_at_the_max_beyond_the_residue_still_fails():
     entry = KernelEntry("softmax", "off_at_max", _OffAtMax.apply, correct.Contract(), "kernel", "plugin", "here")
     run = run_case(REGISTRY.op("softmax"), entry, Case.parse(SHIFT_CASES["softmax"]), backend="interpreter", device="cpu")
     assert "dx" in {r.check for r in run.records if not r.passed}
+
+
+def test_exp_minus_lse_on_a_masked_row_fails_as_a_logic_error_that_says_why():
+    """The wrong twin of the lse style: where the mask (-1e9 here, the dtype's lowest value in models)
+    absorbs log N, exp(x - lse) sums to N; it stays a logic error and the message says why."""
+    op, name, fn, contract, _ = next(k for k in wrong.KERNELS if k[1] == "softmax_exp_minus_lse_at_minus_1e9")
+    recs = [r for r in records(op, name, fn, contract) if r.check == "forward" and not r.passed]
+    assert recs and all("more than rounding explains" in r.message for r in recs)
+    assert all("logsumexp formed as max + log(sum exp(x - max)) rounds back to the max" in r.message for r in recs)
+    summary = verify_report.kernel_summary(op, name, [r.to_dict() for r in records(op, name, fn, contract)])
+    assert summary["failure_class"] == "error"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_why_names_a_row_masked_with_the_dtypes_lowest_value_and_no_ordinary_row(dtype):
+    from harness.compare.rounding import absorbed_shift
+    x = torch.randn(3, 9, dtype=torch.float64).to(dtype)
+    x[1] = torch.finfo(dtype).min
+    x[2, :4] = torch.finfo(dtype).min
+    said = absorbed_shift(x, [1, 3])
+    if dtype == torch.float16:  # -65504: fp32's spacing there is 2^-8, log 9 is not absorbed
+        assert said is None
+    else:
+        assert "rounds back to the max" in said
+    assert absorbed_shift(x, [2, 0]) is None  # a partly masked row: its max, and so its lse, is small
+    assert absorbed_shift(x, [0, 3]) is None
+    assert absorbed_shift(100.0 + 10.0 * torch.randn(2, 9), [0, 0]) is None  # large logits: lse absorbs nothing
