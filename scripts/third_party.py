@@ -228,11 +228,22 @@ def unsloth(d: Path) -> list[Adapted]:
                 "transformers.models.llama": _package("transformers.models.llama"),
                 "transformers.models.llama.modeling_llama": llama}):
         mod = _load_file("unsloth.kernels.rms_layernorm", k / "rms_layernorm.py")
+    def unsloth_contiguous(x, g, eps):
+        # the limit its kernels assume (columns and the weight read with unit stride), refused
+        if not (x.is_contiguous() and g.is_contiguous()):
+            raise ValueError("unsloth rms_layernorm: x and weight must be contiguous")
+        return mod.Fast_RMS_Layernorm.apply(x, g, eps, False)
+
     return [Adapted("unsloth", "rmsnorm", "unsloth_fast_rms_layernorm",
                     lambda x, g, eps: mod.Fast_RMS_Layernorm.apply(x, g, eps, False),
                     Contract(waive={"dgamma": "the backward returns no weight gradient (frozen weights, LoRA training)",
                                     "inputs_unchanged": "the backward writes dx into dy's storage (memory saving)"}),
-                    "gemma=False; no weight gradient by design, dx written into dy")]
+                    "gemma=False; no weight gradient by design, dx written into dy"),
+            Adapted("unsloth", "rmsnorm", "unsloth_fast_rms_layernorm_contiguous", unsloth_contiguous,
+                    Contract(contiguous=("x", "gamma", "upstream"),
+                             waive={"dgamma": "the backward returns no weight gradient (frozen weights, LoRA training)",
+                                    "inputs_unchanged": "the backward writes dx into dy's storage (memory saving)"}),
+                    "the same, with contiguous x, gamma and dy declared and the others refused")]
 
 
 def flaggems(d: Path) -> list[Adapted]:
@@ -282,7 +293,12 @@ TUTORIAL_LAYER_NORM = ("the kernel's bug, one for every check it fails: it index
                       "land past y's end (heap corruption on the interpreter, `crash`); `forward` is wrong on "
                       "transposed x, `dx`, `dweight`, `dbias` on a dy of another layout than x. With those limits "
                       "declared and refused it passes (`tutorial_layer_norm_contiguous`)")
+UNSLOTH_STRIDE = ("the kernel's bug on strided inputs: it reads x's columns and the weight with unit stride "
+                  "(`W + col_offsets`; the weight's stride is passed and never used), so a weight of stride 2 "
+                  "gives a wrong y and dx. With contiguous inputs declared and refused it passes "
+                  "(`unsloth_fast_rms_layernorm_contiguous`)")
 VERDICTS: dict[tuple[str, str], str] = {
+    **{("unsloth_fast_rms_layernorm", c): UNSLOTH_STRIDE for c in ("forward", "dx")},
     **{("tutorial_layer_norm", c): TUTORIAL_LAYER_NORM for c in ("crash", "forward", "dx", "dweight", "dbias")},
     ("liger_softmax", "dx"): "the kernel's choice, undeclared: its backward starts from y as the forward stored it in "
                              "fp16/bf16 (as torch's own fp16 softmax does), beyond the fp32 model on fp16/bf16 dx; "
