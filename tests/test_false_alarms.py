@@ -251,3 +251,32 @@ def test_the_why_names_a_row_masked_with_the_dtypes_lowest_value_and_no_ordinary
     assert absorbed_shift(x, [2, 0]) is None  # a partly masked row: its max, and so its lse, is small
     assert absorbed_shift(x, [0, 3]) is None
     assert absorbed_shift(100.0 + 10.0 * torch.randn(2, 9), [0, 0]) is None  # large logits: lse absorbs nothing
+
+
+LN_CASE = "layer_norm:M=51,N=65,lead=3x17,dtype=bfloat16,layout=seq_sliced,values=zero_rows,eps=1e-06,seed=895939"
+
+
+def test_a_bf16_dbias_rounded_once_passes_and_one_summed_in_bf16_is_a_precision_choice():
+    """dbias as the fp32 sum of dy rounded once to bf16 is the oracle's own rounding: it passes.
+    torch's CPU bf16 layer norm keeps partial sums in bf16 (its dbias is not one rounding of the
+    fp32 sum): it fails dbias as a precision choice, and passes with that precision declared."""
+    import torch.nn.functional as F
+
+    spec, case = REGISTRY.op("layer_norm"), Case.parse(LN_CASE)
+    op, name, fn, contract, _ = next(k for k in correct.KERNELS if k[1] == "layer_norm_autograd")
+    entry = KernelEntry(op, name, fn, contract, "kernel", "plugin", "tests/fixtures/false_alarm")
+    recs = run_case(spec, entry, case, backend="interpreter", device="cpu").records
+    assert any(r.check == "dbias" for r in recs) and all(r.passed for r in recs)
+
+    def torch_bf16(x, w, b, eps):
+        return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+    def dbias(contract):
+        entry = KernelEntry(op, "torch_bf16", torch_bf16, contract, "kernel", "plugin", "here")
+        return [r for r in run_case(spec, entry, case, backend="interpreter", device="cpu").records if r.check == "dbias"]
+
+    undeclared = dbias(correct.Contract())
+    assert len(undeclared) == 1 and not undeclared[0].passed and "a precision choice at most" in undeclared[0].message
+    summary = verify_report.kernel_summary(op, "torch_bf16", [r.to_dict() for r in undeclared])
+    assert summary["failure_class"] == "precision"
+    assert all(r.passed for r in dbias(correct.Contract(precision={"dbias": "input"})))
