@@ -182,8 +182,8 @@ INTERPRETER_SCALARS = ("the interpreter passes a float argument as a Python floa
 
 FLASH_ATTN_TRITON2 = ("its host code asserts `q.is_cuda` (a CPU tensor never reaches the interpreter), and its kernels "
                       "are written for triton 2.0.0.dev20221202 (its header): `tl.dot(q, k, trans_b=True)` and "
-                      "`trans_a=True`, arguments later Triton removed, so it compiles on no current Triton, GPU or "
-                      "interpreter")
+                      "`trans_a=True`, arguments triton 3.9's `tl.dot` does not take (read from its source, not "
+                      "compiled): it cannot compile on a current Triton, GPU or interpreter")
 
 
 def liger(d: Path) -> list[Adapted]:
