@@ -214,10 +214,8 @@ def liger(d: Path) -> list[Adapted]:
 def unsloth(d: Path) -> list[Adapted]:
     k = d / "unsloth/unsloth/kernels"
     utils = types.ModuleType("unsloth.kernels.utils")
-    _top_level(_need(k / "utils.py"), ("MAX_FUSED_SIZE", "next_power_of_2", "calculate_settings"),
-               utils.__dict__ | {"triton": __import__("triton")})
-    ns = {"triton": __import__("triton")}
-    _top_level(k / "utils.py", ("MAX_FUSED_SIZE", "next_power_of_2", "calculate_settings"), ns)
+    ns = {"triton": __import__("triton")}  # its launch settings, taken from its own utils.py
+    _top_level(_need(k / "utils.py"), ("MAX_FUSED_SIZE", "next_power_of_2", "calculate_settings"), ns)
     utils.calculate_settings = ns["calculate_settings"]
     utils.torch_gpu_device = lambda device: contextlib.nullcontext()  # a CUDA device guard, nothing on the CPU
     llama = types.ModuleType("transformers.models.llama.modeling_llama")
