@@ -13,6 +13,7 @@ import torch
 from harness.cases.case import Case
 from harness.registry.registry import REGISTRY, KernelEntry
 from harness.run.runner import run_case
+from harness.vocabulary import RUN_ENDS, Check
 from reports import verify_report
 from tests.fixtures.false_alarm import correct, wrong
 
@@ -79,12 +80,17 @@ def test_every_check_passes_correct_code_of_three_styles():
     styles = collections.defaultdict(set)
     for op, name, fn, contract, style in correct.KERNELS:
         if op == "cross_entropy":
-            continue  # its kernels run above; two ops give every check its three styles here
+            continue  # its kernels run above; the other ops give every check its three styles here
         for r in records(op, name, fn, contract):
             assert r.passed, (name, r.check, r.case_id, r.message[:300])
             styles[r.check].add(style)
-    for check in ("inputs_unchanged", "output_meta", "contract", "repeatable", "no_grad", "fresh_inputs",
-                  "changed_input", "forward", "dx"):
+    # the runner's checks (harness.vocabulary.Check) less how a run ended (RUN_ENDS) and
+    # out_of_bounds, which is recorded only when an access leaves its buffer (never as a pass),
+    # plus the value checks the three ops share
+    checks = [c.value for c in Check if c not in RUN_ENDS and c is not Check.OUT_OF_BOUNDS] + ["forward", "dx"]
+    assert {"inputs_unchanged", "output_meta", "contract", "repeatable", "no_grad", "fresh_inputs",
+            "changed_input"} <= set(checks)
+    for check in checks:
         assert len(styles[check]) >= 3, (check, sorted(styles[check]))
 
 
@@ -218,3 +224,59 @@ def test_a_gradient_off_at_the_max_beyond_the_residue_still_fails():
     entry = KernelEntry("softmax", "off_at_max", _OffAtMax.apply, correct.Contract(), "kernel", "plugin", "here")
     run = run_case(REGISTRY.op("softmax"), entry, Case.parse(SHIFT_CASES["softmax"]), backend="interpreter", device="cpu")
     assert "dx" in {r.check for r in run.records if not r.passed}
+
+
+def test_exp_minus_lse_on_a_masked_row_fails_as_a_logic_error_that_says_why():
+    """The wrong twin of the lse style: where the mask (-1e9 here, the dtype's lowest value in models)
+    absorbs log N, exp(x - lse) sums to N; it stays a logic error and the message says why."""
+    op, name, fn, contract, _ = next(k for k in wrong.KERNELS if k[1] == "softmax_exp_minus_lse_at_minus_1e9")
+    recs = [r for r in records(op, name, fn, contract) if r.check == "forward" and not r.passed]
+    assert recs and all("more than rounding explains" in r.message for r in recs)
+    assert all("logsumexp formed as max + log(sum exp(x - max)) rounds back to the max" in r.message for r in recs)
+    summary = verify_report.kernel_summary(op, name, [r.to_dict() for r in records(op, name, fn, contract)])
+    assert summary["failure_class"] == "error"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_why_names_a_row_masked_with_the_dtypes_lowest_value_and_no_ordinary_row(dtype):
+    from harness.compare.rounding import absorbed_shift
+    x = torch.randn(3, 9, dtype=torch.float64).to(dtype)
+    x[1] = torch.finfo(dtype).min
+    x[2, :4] = torch.finfo(dtype).min
+    said = absorbed_shift(x, [1, 3])
+    if dtype == torch.float16:  # -65504: fp32's spacing there is 2^-8, log 9 is not absorbed
+        assert said is None
+    else:
+        assert "rounds back to the max" in said
+    assert absorbed_shift(x, [2, 0]) is None  # a partly masked row: its max, and so its lse, is small
+    assert absorbed_shift(x, [0, 3]) is None
+    assert absorbed_shift(100.0 + 10.0 * torch.randn(2, 9), [0, 0]) is None  # large logits: lse absorbs nothing
+
+
+LN_CASE = "layer_norm:M=51,N=65,lead=3x17,dtype=bfloat16,layout=seq_sliced,values=zero_rows,eps=1e-06,seed=895939"
+
+
+def test_a_bf16_dbias_rounded_once_passes_and_one_summed_in_bf16_is_a_precision_choice():
+    """dbias as the fp32 sum of dy rounded once to bf16 is the oracle's own rounding: it passes.
+    torch's CPU bf16 layer norm keeps partial sums in bf16 (its dbias is not one rounding of the
+    fp32 sum): it fails dbias as a precision choice, and passes with that precision declared."""
+    import torch.nn.functional as F
+
+    spec, case = REGISTRY.op("layer_norm"), Case.parse(LN_CASE)
+    op, name, fn, contract, _ = next(k for k in correct.KERNELS if k[1] == "layer_norm_autograd")
+    entry = KernelEntry(op, name, fn, contract, "kernel", "plugin", "tests/fixtures/false_alarm")
+    recs = run_case(spec, entry, case, backend="interpreter", device="cpu").records
+    assert any(r.check == "dbias" for r in recs) and all(r.passed for r in recs)
+
+    def torch_bf16(x, w, b, eps):
+        return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+    def dbias(contract):
+        entry = KernelEntry(op, "torch_bf16", torch_bf16, contract, "kernel", "plugin", "here")
+        return [r for r in run_case(spec, entry, case, backend="interpreter", device="cpu").records if r.check == "dbias"]
+
+    undeclared = dbias(correct.Contract())
+    assert len(undeclared) == 1 and not undeclared[0].passed and "a precision choice at most" in undeclared[0].message
+    summary = verify_report.kernel_summary(op, "torch_bf16", [r.to_dict() for r in undeclared])
+    assert summary["failure_class"] == "precision"
+    assert all(r.passed for r in dbias(correct.Contract(precision={"dbias": "input"})))

@@ -190,3 +190,30 @@ def _unchanged(moved: torch.Tensor, base: torch.Tensor) -> bool:
         return False
     size = b[both].abs().max()
     return bool(((a[both] - b[both]).abs() <= SHIFT_TOLERANCE * (b[both].abs() + size)).all())
+
+
+def absorbed_shift(x: torch.Tensor, index: Sequence[int] | None) -> str | None:
+    """Why a max-shifted row fails beyond rounding, where the reason is this one: in the row of
+    ``x`` holding ``index`` (an element of an output shaped like x), the inputs are so large that
+    fp32's spacing there exceeds twice log N, so a row statistic formed as max + log(sum exp(x - max))
+    (a logsumexp) rounds back to the max, and exp(x - lse) then sums to up to N instead of 1 (a
+    row masked with -1e9 or the dtype's lowest value). Subtracting the max itself is exact there
+    (``row_max_center``), which is why the error model allows no more. None where the row does not
+    show it."""
+    if index is None or x.dim() == 0 or len(index) != x.dim() or x.shape[-1] < 2:
+        return None
+    row = x.detach()[tuple(index[:-1])].to(torch.float64)
+    finite = row[torch.isfinite(row)]
+    if finite.numel() == 0:
+        return None
+    m = abs(float(finite.max()))  # the row max, which the statistic is formed around
+    if m == 0.0:
+        return None
+    spacing = 2.0 ** (math.floor(math.log2(m)) - 23)  # fp32's, the arithmetic the error model assumes
+    log_n = math.log(row.numel())
+    if spacing / 2.0 <= log_n:
+        return None
+    return (f"why: the worst element's row has its max at magnitude {m:.3g}, where fp32's spacing is {spacing:g}; "
+            f"log N = {log_n:.3g} is under half of it, so a logsumexp formed as max + log(sum exp(x - max)) rounds "
+            f"back to the max and exp(x - lse) sums to up to N = {row.numel()}, not 1 (subtracting the max itself "
+            "is exact there, all the error model allows)")

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import torch
 
 from harness.cases.case import Case, repro_command
-from harness.compare import nonfinite, tolerances
+from harness.compare import nonfinite, rounding, tolerances
 from harness.record import waivers
 from harness.record.case_record import CaseRecord, Phase
 from harness.vocabulary import Check
@@ -371,8 +371,24 @@ class _Steps:
                 self.run.add(check, False, grad_error or f"{name}: no gradient returned (allow_unused gave None)")
                 continue
             check, cmp = self.compare(name, actual, meta, expected)
-            self.run.add(check, cmp.passed, cmp.message, cmp)
+            why = None if cmp.passed else self.why(cmp)
+            self.run.add(check, cmp.passed, cmp.message + (f"\n{why}" if why else ""), cmp)
         self.written_values(metas, expected)
+
+    def why(self, cmp) -> str | None:
+        """A reason the failure is beyond rounding, where one is recognised: a logsumexp absorbed by
+        the inputs of a max-shifted row (harness.compare.rounding.absorbed_shift)."""
+        if cmp.rounding_units is None or cmp.rounding_units <= 8:
+            return None
+        shifted = getattr(getattr(self.spec, "decl", None), "shift_by_max", ())
+        names = self.spec.input_names()
+        for name in shifted:
+            x = self.inputs.args[names.index(name)]
+            if cmp.worst_index is not None and len(cmp.worst_index) == x.dim():
+                said = rounding.absorbed_shift(x, cmp.worst_index)
+                if said:
+                    return said
+        return None
 
     def written_values(self, metas, expected: dict) -> None:
         """Each buffer the contract declares written, judged as the output it holds."""
