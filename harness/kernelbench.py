@@ -18,6 +18,7 @@ UsageError: one line, exit 2.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib.util
@@ -188,7 +189,7 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     except Exception as exc:  # the reference refuses its own inputs, or they are of a kind no op takes
         raise UsageError(f"--reference {problem}: {type(exc).__name__}: {_first_line(exc)}") from None
     if candidate is not None and REGISTRY._captured is None:
-        _register_candidate(op, model, init, candidate, register_kernel, pins)
+        _register_candidate(op, model, init, inputs, candidate, register_kernel, pins)
     if candidate is not None and REGISTRY._loading_plugin:  # repros name the two files, not the generated plugin
         from harness.cases.case import GENERATED_PLUGINS
 
@@ -224,7 +225,8 @@ class _OnDevice:
         return self.copies[device](*args)
 
 
-def _register_candidate(op, model, init: list, candidate: str, register_kernel, pins: dict | None = None) -> None:
+def _register_candidate(op, model, init: list, inputs: list, candidate: str, register_kernel,
+                        pins: dict | None = None) -> None:
     import torch
 
     from harness.registry.registry import Contract
@@ -237,6 +239,10 @@ def _register_candidate(op, model, init: list, candidate: str, register_kernel, 
         raise UsageError(f"--candidate {candidate}: ModelNew is not a torch.nn.Module")
     new.eval()
     _copy_weights(model, new, candidate)
+    from harness import shortcut
+    from harness.run import backend
+
+    found = shortcut.detect(model, new, inputs, backend.current().device)  # before any case: its state untouched
     copies: dict = {}
 
     def kernel(*args):
@@ -244,12 +250,19 @@ def _register_candidate(op, model, init: list, candidate: str, register_kernel, 
         key = (first.device, first.dtype)
         if key not in copies:
             copies[key] = copy.deepcopy(new).to(device=first.device, dtype=first.dtype)
-        with torch.no_grad():
+        # KernelBench's mode, torch.no_grad, unless the caller asks for another: torch.inference_mode,
+        # or a forward with autograd whose inputs require grad (harness.run.runner's grad_modes)
+        asks = torch.is_inference_mode_enabled() or (
+            torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
+        with contextlib.nullcontext() if asks else torch.no_grad():
             return copies[key](*args)
 
     kernel.__doc__ = f"ModelNew of {Path(candidate).name}, with the reference's weights, in the case's dtype"
     # the op is declared forward only (differentiable=False): so is the verdict, "PASS (forward only)"
     register_kernel(op.name, name=kernel_name(candidate), contract=Contract(forward_only=True))(kernel)
+    from harness.registry.registry import REGISTRY
+
+    REGISTRY.get(op.name, kernel_name(candidate)).meta["shortcut"] = found  # verify.json's ``shortcut``
 
 
 def _copy_weights(model, new, candidate: str) -> None:
