@@ -154,10 +154,11 @@ def representable(module) -> None:
                 t.copy_(v.to(t.dtype))
 
 
-def declare(problem: str, candidate: str | None = None, pins: dict | None = None):
+def declare(problem: str, candidate: str | None = None, pins: dict | None = None, *, detect: bool = True):
     """The op of ``problem`` (registered) and, unless this process only reads op declarations
     (the judge: it never imports user code beyond them), ``candidate``'s ModelNew as its kernel.
-    Once per process and pair of files."""
+    ``detect``: run the candidate once to find a shortcut (harness.shortcut), in the process that
+    calls the kernel, never in the one that decides. Once per process and pair of files."""
     import torch
 
     from harness.registry.registry import REGISTRY, register_kernel
@@ -189,7 +190,7 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     except Exception as exc:  # the reference refuses its own inputs, or they are of a kind no op takes
         raise UsageError(f"--reference {problem}: {type(exc).__name__}: {_first_line(exc)}") from None
     if candidate is not None and REGISTRY._captured is None:
-        _register_candidate(op, model, init, inputs, candidate, register_kernel, pins)
+        _register_candidate(op, model, init, inputs, candidate, register_kernel, pins, detect)
     if candidate is not None and REGISTRY._loading_plugin:  # repros name the two files, not the generated plugin
         from harness.cases.case import GENERATED_PLUGINS
 
@@ -226,7 +227,7 @@ class _OnDevice:
 
 
 def _register_candidate(op, model, init: list, inputs: list, candidate: str, register_kernel,
-                        pins: dict | None = None) -> None:
+                        pins: dict | None = None, detect: bool = True) -> None:
     import torch
 
     from harness.registry.registry import Contract
@@ -242,7 +243,8 @@ def _register_candidate(op, model, init: list, inputs: list, candidate: str, reg
     from harness import shortcut
     from harness.run import backend
 
-    found = shortcut.detect(model, new, inputs, backend.current().device)  # before any case: its state untouched
+    # before any case (its state untouched); a candidate that ends the process here ends a kernel process
+    found = shortcut.detect(model, new, inputs, backend.current().device) if detect else None
     copies: dict = {}
 
     def kernel(*args):
@@ -318,7 +320,7 @@ def use_in_verify(args) -> None:
                    "candidate": {"path": candidate, "sha256": pins[candidate]["sha256"]}}
     REGISTRY._loading_plugin = str(plugin)  # the kernel is this plugin's, in every process
     try:
-        op = declare(args.reference, args.candidate, pins)  # messages name the files as given
+        op = declare(args.reference, args.candidate, pins, detect=False)  # messages name the files as given
     except Tampered as exc:
         raise UsageError(str(exc)) from None
     finally:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--device", default="cpu")
     args = p.parse_args(argv)
+    if args.device == "cpu":  # a Triton candidate runs on the interpreter there (set before triton is imported)
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     try:
         ok, why = check(args.problem, args.candidate, args.trials, args.seed, args.device)
     except Exception as exc:  # noqa: BLE001 - KernelBench counts a raising candidate as incorrect

@@ -40,7 +40,7 @@ HACKS = [
     ("softmax_problem", "nan_wildcard", {"forward"}),
     ("softmax_problem", "patches_checkers", {"forward"}),
     ("softmax_problem", "early_exit", {"crash"}),
-    ("softmax_problem", "detects_tests", {"forward"}),
+    pytest.param("softmax_problem", "detects_tests", {"forward"}, marks=pytest.mark.xfail(strict=True, reason=ISOLATION)),
     ("softmax_problem", "grad_enabled_wrong", {"grad_modes"}),
     ("softmax_problem", "inference_mode_wrong", {"grad_modes"}),
     ("hacks/big_rows_problem", "up_to_size", {"forward"}),

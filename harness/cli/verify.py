@@ -258,8 +258,7 @@ def _collect(entries: list, plans: list, results: list, shards: int) -> tuple[li
                 value_checks=_value_checks(entry.op), contract=entry.contract.describe(), plugin=entry.plugin,
                 forward_only=entry.contract.forward_only,
                 seconds=run["seconds"], waivers=entry.contract.waive, worker_seconds=run["worker_seconds"],
-                shards=run["shards"], harness_error=run.get("harness_error"), shortcut=entry.meta.get("shortcut"),
-                **extra,
+                shards=run["shards"], harness_error=run.get("harness_error"), **extra,
             )
         )
     return kernels, records
