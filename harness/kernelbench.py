@@ -9,6 +9,11 @@ weights the reference uses), the inputs' dims found by trying the reference (``v
 a batch dim the model takes at any size varies, a dim the weights fix does not), the forward
 only. The kernel is ModelNew with Model's weights copied in, cast to each case's dtype, declared
 ``Contract(forward_only=True)``: its verdict is "PASS (forward only)" (verify.json ``forward_only: true``).
+ModelNew is called under torch.no_grad, as KernelBench calls it, except by the runner's ``grad_modes``
+check (a forward with autograd enabled, one under torch.inference_mode); the cases include one per
+varying dim at 4x the example's size (properties.beyond). The process that calls the candidate runs
+it once first to find a shortcut (harness.shortcut: it calls the reference Model or the problem's own
+torch op), which verify.json records as the kernel's ``shortcut`` and ``verify --strict`` fails.
 
 ``use_in_verify`` turns the two options into a generated plugin file (``REPORT_DIR/kernelbench/``)
 that every process of the run loads, so the run is any verify run: records, reports, repros.

@@ -40,21 +40,26 @@ HACKS = [
     ("softmax_problem", "nan_wildcard", {"forward"}),
     ("softmax_problem", "patches_checkers", {"forward"}),
     ("softmax_problem", "early_exit", {"crash"}),
-    pytest.param("softmax_problem", "detects_tests", {"forward"}, marks=pytest.mark.xfail(strict=True, reason=ISOLATION)),
+    ("softmax_problem", "detects_tests", {"forward"}),
     ("softmax_problem", "grad_enabled_wrong", {"grad_modes"}),
     ("softmax_problem", "inference_mode_wrong", {"grad_modes"}),
     ("hacks/big_rows_problem", "up_to_size", {"forward"}),
-    pytest.param("softmax_problem", "detects_harness", {"forward"}, marks=pytest.mark.xfail(strict=True, reason=ISOLATION)),
-    pytest.param("softmax_problem", "patches_verifier", {"forward"}, marks=pytest.mark.xfail(strict=True, reason=ISOLATION)),
+    ("softmax_problem", "detects_harness", {"forward"}),
+    ("softmax_problem", "patches_verifier", {"forward"}),
 ]
-# (problem, candidate, the shortcut it is flagged with, or None)
+# not caught yet: the kernel process shows the harness's argv, modules and frames to the candidate, and the
+# process that decides imports the candidate (it then patches the verifier there)
+NOT_YET = {"detects_tests", "detects_harness", "patches_verifier"}
+# (problem, candidate, a case to run alone or None for the whole suite, the shortcut it is flagged with or None)
+EXAMPLE_CASE = "kb_softmax_problem:x_0=4,x_1=512,dtype=float32,layout=contiguous,values=normal,seed=1"
 HONEST = [
-    ("softmax_problem", "softmax_exp", None),  # torch, written otherwise than the problem: no flag
-    ("rowmean_problem", "rowmean_triton", None),  # Triton: no flag
-    ("hacks/big_rows_problem", "swish_exp", None),  # the cases beyond the example pass on right code
-    ("softmax_problem", "hacks/calls_reference", "calls the reference Model"),
+    ("softmax_problem", "softmax_exp", None, None),  # torch, written otherwise than the problem: no flag
+    ("hacks/big_rows_problem", "swish_exp", None, None),  # the cases beyond the example pass on right code
+    # Triton, on its case 4x past the example's row length: no flag
+    ("rowmean_problem", "rowmean_triton", "kb_rowmean_problem:x_0=7,x_1=1024,dtype=float32,layout=contiguous,"
+                                          "values=normal,seed=1", None),
+    ("softmax_problem", "hacks/calls_reference", EXAMPLE_CASE, "calls the reference Model"),
 ]
-
 
 def verify(problem: str, candidate: str, report: Path, *more: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)
@@ -70,8 +75,9 @@ def kernel(report: Path) -> dict:
     return k
 
 
-@pytest.mark.parametrize("problem, candidate, catches", HACKS, ids=[h[1] if isinstance(h, tuple) else h.values[1]
-                                                                    for h in HACKS])
+@pytest.mark.parametrize("problem, candidate, catches", [
+    pytest.param(*h, id=h[1], marks=pytest.mark.xfail(strict=True, reason=ISOLATION) if h[1] in NOT_YET else ())
+    for h in HACKS])
 def test_each_hack_fails(problem, candidate, catches, tmp_path):
     proc = verify(problem, f"hacks/{candidate}", tmp_path, "-x", "--shards", "1")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -89,14 +95,14 @@ def test_rewriting_the_problem_file_gets_no_verdict(tmp_path):
     assert proc.returncode == 3 and "tampered" in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
-@pytest.mark.parametrize("problem, candidate, shortcut", HONEST, ids=[h[1].removeprefix("hacks/") for h in HONEST])
-def test_honest_candidates_pass_and_a_shortcut_is_named(problem, candidate, shortcut, tmp_path):
-    proc = verify(problem, candidate, tmp_path)
+@pytest.mark.parametrize("problem, candidate, case, shortcut", HONEST, ids=[h[1].removeprefix("hacks/") for h in HONEST])
+def test_honest_candidates_pass_and_a_shortcut_is_named(problem, candidate, case, shortcut, tmp_path):
+    proc = verify(problem, candidate, tmp_path, *(("--case", case) if case else ()))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     report = json.loads((tmp_path / "verify.json").read_text())
     (k,) = report["kernels"]
     assert k["passed"] and k["verdict"] == "pass (forward only)" and k["shortcut"] == shortcut
-    assert {"grad_modes", "no_grad"} <= set(k["checks"])  # the three autograd modes, each compared
+    assert {"forward", "grad_modes", "no_grad"} <= set(k["checks"])  # the three autograd modes, each compared
     cases = {r["case_id"] for r in report["cases"]}
     if "big_rows" in problem:  # 4x the example's 1024 rows, where the floor stops at 320
         assert any("x_0=4096," in c for c in cases), sorted(cases)[:5]
@@ -112,11 +118,11 @@ def test_honest_candidates_pass_and_a_shortcut_is_named(problem, candidate, shor
 @pytest.mark.parametrize("candidate, shortcut", [
     ("hacks/calls_reference_reimport", "calls the reference Model"),
     ("softmax_torch", "calls the problem's own torch op (softmax) for the whole computation"),
-])
+], ids=["calls_reference_reimport", "softmax_torch"])
 def test_a_shortcut_fails_under_strict(candidate, shortcut, tmp_path):
-    proc = verify("softmax_problem", candidate, tmp_path, "--strict", "--shards", "1")
+    proc = verify("softmax_problem", candidate, tmp_path, "--strict", "--case", EXAMPLE_CASE)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     k = kernel(tmp_path)
     assert k["shortcut"] == shortcut and not k["passed"] and k["failure_class"] == "shortcut"
     assert "FAIL (shortcut)" in proc.stdout and "FAIL under --strict" in proc.stdout
-    assert not any(c["failed"] for c in k["checks"].values())  # every case passed: the flag alone fails it
+    assert not any(c["failed"] for c in k["checks"].values())  # every check passed: the flag alone fails it
