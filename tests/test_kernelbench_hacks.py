@@ -126,3 +126,13 @@ def test_a_shortcut_fails_under_strict(candidate, shortcut, tmp_path):
     assert k["shortcut"] == shortcut and not k["passed"] and k["failure_class"] == "shortcut"
     assert "FAIL (shortcut)" in proc.stdout and "FAIL under --strict" in proc.stdout
     assert not any(c["failed"] for c in k["checks"].values())  # every check passed: the flag alone fails it
+
+
+@pytest.mark.parametrize("candidate, says", [("hacks/returns_input", "correct"), ("hacks/patches_checkers", "correct"),
+                                             ("hacks/nan_wildcard", "incorrect")])
+def test_kernelbench_check_as_the_table_says(candidate, says):
+    """scripts/kernelbench_check.py, which fills docs/guarantees.md's last column, in a process of its own
+    (a candidate that patches torch.allclose patches it there)."""
+    proc = subprocess.run([sys.executable, "scripts/kernelbench_check.py", str(FIXTURES / "softmax_problem.py"),
+                           str(FIXTURES / f"{candidate}.py")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.stdout.split(":")[0].strip() == says and proc.returncode == (0 if says == "correct" else 1), proc.stdout
