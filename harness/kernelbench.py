@@ -9,6 +9,11 @@ weights the reference uses), the inputs' dims found by trying the reference (``v
 a batch dim the model takes at any size varies, a dim the weights fix does not), the forward
 only. The kernel is ModelNew with Model's weights copied in, cast to each case's dtype, declared
 ``Contract(forward_only=True)``: its verdict is "PASS (forward only)" (verify.json ``forward_only: true``).
+ModelNew is called under torch.no_grad, as KernelBench calls it, except by the runner's ``grad_modes``
+check (a forward with autograd enabled, one under torch.inference_mode); the cases include one per
+varying dim at 4x the example's size (properties.beyond). The process that calls the candidate runs
+it once first to find a shortcut (harness.shortcut: it calls the reference Model or the problem's own
+torch op), which verify.json records as the kernel's ``shortcut`` and ``verify --strict`` fails.
 
 ``use_in_verify`` turns the two options into a generated plugin file (``REPORT_DIR/kernelbench/``)
 that every process of the run loads, so the run is any verify run: records, reports, repros.
@@ -18,6 +23,7 @@ UsageError: one line, exit 2.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib.util
@@ -153,10 +159,11 @@ def representable(module) -> None:
                 t.copy_(v.to(t.dtype))
 
 
-def declare(problem: str, candidate: str | None = None, pins: dict | None = None):
+def declare(problem: str, candidate: str | None = None, pins: dict | None = None, *, detect: bool = True):
     """The op of ``problem`` (registered) and, unless this process only reads op declarations
     (the judge: it never imports user code beyond them), ``candidate``'s ModelNew as its kernel.
-    Once per process and pair of files."""
+    ``detect``: run the candidate once to find a shortcut (harness.shortcut), in the process that
+    calls the kernel, never in the one that decides. Once per process and pair of files."""
     import torch
 
     from harness.registry.registry import REGISTRY, register_kernel
@@ -188,7 +195,7 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     except Exception as exc:  # the reference refuses its own inputs, or they are of a kind no op takes
         raise UsageError(f"--reference {problem}: {type(exc).__name__}: {_first_line(exc)}") from None
     if candidate is not None and REGISTRY._captured is None:
-        _register_candidate(op, model, init, candidate, register_kernel, pins)
+        _register_candidate(op, model, init, inputs, candidate, register_kernel, pins, detect)
     if candidate is not None and REGISTRY._loading_plugin:  # repros name the two files, not the generated plugin
         from harness.cases.case import GENERATED_PLUGINS
 
@@ -224,7 +231,8 @@ class _OnDevice:
         return self.copies[device](*args)
 
 
-def _register_candidate(op, model, init: list, candidate: str, register_kernel, pins: dict | None = None) -> None:
+def _register_candidate(op, model, init: list, inputs: list, candidate: str, register_kernel,
+                        pins: dict | None = None, detect: bool = True) -> None:
     import torch
 
     from harness.registry.registry import Contract
@@ -237,6 +245,11 @@ def _register_candidate(op, model, init: list, candidate: str, register_kernel, 
         raise UsageError(f"--candidate {candidate}: ModelNew is not a torch.nn.Module")
     new.eval()
     _copy_weights(model, new, candidate)
+    from harness import shortcut
+    from harness.run import backend
+
+    # before any case (its state untouched); a candidate that ends the process here ends a kernel process
+    found = shortcut.detect(model, new, inputs, backend.current().device) if detect else None
     copies: dict = {}
 
     def kernel(*args):
@@ -244,12 +257,19 @@ def _register_candidate(op, model, init: list, candidate: str, register_kernel, 
         key = (first.device, first.dtype)
         if key not in copies:
             copies[key] = copy.deepcopy(new).to(device=first.device, dtype=first.dtype)
-        with torch.no_grad():
+        # KernelBench's mode, torch.no_grad, unless the caller asks for another: torch.inference_mode,
+        # or a forward with autograd whose inputs require grad (harness.run.runner's grad_modes)
+        asks = torch.is_inference_mode_enabled() or (
+            torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
+        with contextlib.nullcontext() if asks else torch.no_grad():
             return copies[key](*args)
 
     kernel.__doc__ = f"ModelNew of {Path(candidate).name}, with the reference's weights, in the case's dtype"
     # the op is declared forward only (differentiable=False): so is the verdict, "PASS (forward only)"
     register_kernel(op.name, name=kernel_name(candidate), contract=Contract(forward_only=True))(kernel)
+    from harness.registry.registry import REGISTRY
+
+    REGISTRY.get(op.name, kernel_name(candidate)).meta["shortcut"] = found  # verify.json's ``shortcut``
 
 
 def _copy_weights(model, new, candidate: str) -> None:
@@ -305,7 +325,7 @@ def use_in_verify(args) -> None:
                    "candidate": {"path": candidate, "sha256": pins[candidate]["sha256"]}}
     REGISTRY._loading_plugin = str(plugin)  # the kernel is this plugin's, in every process
     try:
-        op = declare(args.reference, args.candidate, pins)  # messages name the files as given
+        op = declare(args.reference, args.candidate, pins, detect=False)  # messages name the files as given
     except Tampered as exc:
         raise UsageError(str(exc)) from None
     finally:

@@ -29,6 +29,7 @@ class Check(enum.StrEnum):
     CONTRACT = "contract"
     REPEATABLE = "repeatable"
     NO_GRAD = "no_grad"
+    GRAD_MODES = "grad_modes"
     FRESH_INPUTS = "fresh_inputs"
     CHANGED_INPUT = "changed_input"
     OUT_OF_BOUNDS = "out_of_bounds"

@@ -48,8 +48,8 @@ import torch
 from harness.errors import RegistryError
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.errors import UsageError
-from properties import row_kinds, values
-from properties.derive import DeclaredOp
+from properties import beyond, row_kinds, values
+from properties.derive import DeclaredOp, unique
 
 AUTO = "auto"
 TRIAL_SEED = 1234
@@ -78,6 +78,10 @@ class ReferenceOp(DeclaredOp):
             if shape not in shapes:
                 shapes.append(shape)
         return shapes
+
+    def floor_cases(self, *, backend: str) -> list:
+        """The floor's cases, then one per varying dim beyond the example's size (properties.beyond)."""
+        return unique(super().floor_cases(backend=backend) + beyond.cases(self, backend))
 
     def validate_case(self, case) -> None:
         for d in self.fixed:

@@ -57,7 +57,7 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
         ) or "-"
         label = verify_report.verdict_label(k)
         colour = "green" if k["passed"] else "yellow" if k.get("verdict") == "not verified" else "red"
-        verdict = f"[{colour}]{label}[/]"
+        verdict = f"[{colour}]{escape(label)}[/]"
         if k.get("reused"):  # the saved verdict of an unchanged kernel (harness.incremental)
             verdict += f" reused ({k['reused'].get('saved_at')})"
         table.add_row(k["op"], k["name"], verdict, str(k["cases"]), str(k["failed"]), failed_checks, _fmt(k["worst_err_ratio"]))
@@ -86,6 +86,10 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             console.print(f"[yellow]WAIVED[/] {k['name']}: {k['waived']} failed check(s) declared deliberate ({reasons})",
                           highlight=False)
         _print_self_limited(console, k)
+        if k.get("shortcut"):
+            said = "FAIL under --strict" if k.get("strict") else "PASS with this flag; verify --strict fails it"
+            console.print(f"[yellow]SHORTCUT[/] {escape(k['op'])}/{escape(k['name'])}: {escape(k['shortcut'])} ({said})",
+                          highlight=False, soft_wrap=True)
         if k.get("refused"):
             console.print("[red]REFUSED[/] " + escape(verify_report.refusal_line(k)), highlight=False, soft_wrap=True)
         for check in k.get("stale_waivers") or []:

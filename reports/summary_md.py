@@ -56,6 +56,9 @@ def _verify_lines(verify: dict) -> list[str]:
             lines += ["", f"Waived `{_cell(k.get('name'))}`: {k['waived']} failed check(s) declared deliberate ({reasons})"]
         if k.get("refused"):
             lines += ["", f"**Refused** {_cell(verify_report.refusal_line(k))}"]
+        if k.get("shortcut"):
+            lines += ["", f"**Shortcut** `{_cell(k.get('name'))}`: {_cell(k['shortcut'])}"
+                          f"{' (FAIL under --strict)' if k.get('strict') else ' (passes with this flag; verify --strict fails it)'}"]
         for check in k.get("stale_waivers") or []:
             lines += ["", f"**Stale waiver** `{_cell(k.get('name'))}`: `{check}` is waived but never failed; remove it"]
     failures = [r for r in verify.get("cases", []) if not r.get("passed")]

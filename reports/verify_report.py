@@ -149,16 +149,20 @@ HARNESS_ERROR = "harness_error"  # the job's status then (JobStatus.HARNESS_ERRO
 
 def verdict_label(kernel: dict) -> str:
     """What every report shows for a kernel: PASS, PASS (forward only), FAIL, FAIL (precision),
-    FAIL (<status>), NOT VERIFIED, ERROR (harness)."""
+    FAIL (<status>), NOT VERIFIED, ERROR (harness); a passing kernel flagged as a shortcut (``shortcut``:
+    it calls the reference, harness.shortcut) gets " [shortcut]", and fails as FAIL (shortcut) under
+    ``verify --strict``."""
     if kernel.get("verdict") == ERROR:
         return "ERROR (harness)"
     if kernel.get("verdict") == "not verified":
         return "NOT VERIFIED"
     if kernel.get("passed"):
-        return "PASS (forward only)" if kernel.get("verdict") == PASS_FORWARD_ONLY else "PASS"
+        label = "PASS (forward only)" if kernel.get("verdict") == PASS_FORWARD_ONLY else "PASS"
+        return f"{label} [shortcut]" if kernel.get("shortcut") else label
     if kernel.get("status") not in (None, "ok"):
         return f"FAIL ({kernel['status']})"
-    return {"precision": "FAIL (precision)", "refused": "FAIL (refused)"}.get(kernel.get("failure_class"), "FAIL")
+    return {"precision": "FAIL (precision)", "refused": "FAIL (refused)",
+            "shortcut": "FAIL (shortcut)"}.get(kernel.get("failure_class"), "FAIL")
 
 
 def verdict(record: dict) -> str:
@@ -252,6 +256,8 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
         "time_breakdown": time_breakdown,
         # distinct Triton specialization keys its cases launched: what CUDA compiles for this suite
         "specializations": len({k for r in records for k in (r.get("specializations") or ())}),
+        # the kernel hands the whole computation to the reference (harness.shortcut), or None
+        "shortcut": next((r["shortcut"] for r in records if r.get("shortcut")), None),
         **extra,
     }
 

@@ -53,6 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --baseline: fail (exit 1) when an output differs from REV's by more than N ulps")
     p.add_argument("--require-bitwise", action="store_true",
                    help="with --baseline: fail (exit 1) when an output is not bitwise identical to REV's")
+    p.add_argument("--strict", action="store_true",
+                   help="FAIL a kernel flagged as a shortcut (a --candidate that calls the reference Model or the "
+                        "problem's own torch op for the whole computation; harness.shortcut), which otherwise "
+                        "passes with the flag")
     p.add_argument("--no-render", action="store_true",
                    help="write verify.json only, not index.html / junit.xml / summary.md (make verify renders "
                         "them once, at its end, with `python -m harness report`)")
@@ -145,6 +149,9 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
         print(f"verify: stopped at the first failure (-x); not run: "
               f"{', '.join(sorted(f'{op}/{name}' for op, name in not_run))}", file=sys.stderr)
     kernels, records = _collect(entries, plans, results, shards)
+    from harness import shortcut
+
+    shortcut.apply_strict(kernels, getattr(args, "strict", False))
     interrupted = any(r.status is JobStatus.INTERRUPTED for r in results)
     return _report(args, plan, backend, kernels, records, max_examples, interrupted, results, started)
 

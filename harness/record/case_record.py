@@ -55,6 +55,9 @@ class CaseRecord:
     # a case the judge could not run to its end for want of GPU memory that other processes held
     # (check ``out_of_memory``): neither passed nor failed; the kernel is "not verified" on it
     inconclusive: str | None = None
+    # on the forward record: the kernel hands the whole computation to the reference (harness.shortcut;
+    # the kernel process found it); the kernel's summary carries it as ``shortcut``
+    shortcut: str | None = None
 
     def __post_init__(self) -> None:
         self.phase = Phase(self.phase)

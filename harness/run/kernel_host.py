@@ -31,6 +31,8 @@ from harness.run.oob import find_out_of_bounds
 REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")  # the expected answers to an out-of-contract case
 # what a kernel declaring Contract(self_limits=True) may raise to state a limit of its own
 SELF_LIMITS = REJECTIONS + ("AssertionError",)
+# the autograd modes of Session.grad_mode: a forward with autograd enabled, one under torch.inference_mode
+GRAD_MODES = ("autograd", "inference")
 
 
 @dataclasses.dataclass
@@ -279,6 +281,30 @@ class Session:
         return Reply(value, error, sum(r.kernel_s for r in replies), sum(r.compile_s for r in replies))
 
 
+    def grad_mode(self, args: tuple, mode: str) -> Reply:
+        """A forward on copies of ``args`` in another autograd mode than the case's own call:
+        ``"autograd"``, autograd enabled and every float input requiring grad (a training forward);
+        ``"inference"``, under torch.inference_mode. Value: the output, without its graph."""
+        if mode not in GRAD_MODES:
+            raise ValueError(f"grad_mode: mode={mode!r}; one of {', '.join(GRAD_MODES)}")
+        device = _device(args)
+        floats = tuple(i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point())
+
+        def call():
+            poison_allocator(device, _nbytes(args))
+            if mode == "autograd":
+                leaves = _copies(args, floats)
+                with torch.enable_grad():
+                    return output_of(self.fn(*leaves))
+            copies = _copies(args, ())
+            with torch.inference_mode():
+                out = output_of(self.fn(*copies))
+            # outside inference mode, a clone is an ordinary tensor (an inference tensor cannot be handed over)
+            return tuple(o.clone() for o in out) if isinstance(out, tuple) else (
+                out.clone() if isinstance(out, torch.Tensor) else out)
+
+        return self._timed(call, device)
+
     def changed_input(self, args: tuple, values: tuple, grad_wrt: tuple[int, ...],
                       upstream: torch.Tensor | None) -> Reply:
         """Call C: a forward on copies of ``args``; the copies then changed in place to ``values`` (a
@@ -409,6 +435,9 @@ class InProcessHost:
     def changed_input(self, args: tuple, values: tuple, grad_wrt: tuple[int, ...],
                       upstream: torch.Tensor | None) -> Reply:
         return self.session.changed_input(args, values, grad_wrt, upstream)
+
+    def grad_mode(self, args: tuple, mode: str) -> Reply:
+        return self.session.grad_mode(args, mode)
 
     def release(self) -> None:
         self.session.release()

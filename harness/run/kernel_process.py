@@ -296,6 +296,9 @@ class ProcessHost:
     def changed_input(self, args: tuple, values: tuple, grad_wrt: tuple[int, ...], upstream) -> Reply:
         return self.process.call("changed_input", args, values, grad_wrt, upstream)
 
+    def grad_mode(self, args: tuple, mode: str) -> Reply:
+        return self.process.call("grad_mode", args, mode)
+
     def release(self) -> None:
         self.process.release()
 

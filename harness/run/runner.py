@@ -5,7 +5,8 @@ Order per case: contract gate -> forward -> inputs unchanged -> backward -> inpu
 declared nondeterministic, the second run's values) -> on floor and explicit cases, the same
 storages refilled with the case's values at another seed between a call and its backward
 (``_Steps.refill``): a forward under torch.no_grad (``no_grad``), and both calls' outputs and
-gradients (``fresh_inputs``), each against its oracle, and the earlier output unchanged.
+gradients (``fresh_inputs``), each against its oracle, and the earlier output unchanged; for a
+forward-only kernel, a forward with autograd enabled and one under torch.inference_mode (``grad_modes``).
 
 The kernel is called through a host (harness.run.kernel_host): in this process for trusted
 callers, in a kernel process of its own for the judge (harness.execution.worker). A host that
@@ -229,6 +230,8 @@ class _Steps:
             self.repeat(metas, expected, grads)
         if self.run.passed and self.later:
             self.refill(grads, expected)
+        if self.run.passed and self.later:
+            self.grad_modes(expected)
 
     def out_of_contract(self, reasons: list[str]) -> None:
         snap = checks.Snapshot(self.named)
@@ -372,7 +375,9 @@ class _Steps:
                 continue
             check, cmp = self.compare(name, actual, meta, expected)
             why = None if cmp.passed else self.why(cmp)
-            self.run.add(check, cmp.passed, cmp.message + (f"\n{why}" if why else ""), cmp)
+            rec = self.run.add(check, cmp.passed, cmp.message + (f"\n{why}" if why else ""), cmp)
+            if name == self.fwd_name:  # found where the kernel is loaded (harness.shortcut)
+                rec.shortcut = self.entry.meta.get("shortcut") or None
         self.written_values(metas, expected)
 
     def why(self, cmp) -> str | None:
@@ -525,6 +530,37 @@ class _Steps:
                      rounding_units=found.units)
         if ok and grad_wrt:
             self.changed_input(new, grad_wrt, expected)
+
+    def grad_modes(self, expected: dict) -> None:
+        """Bug class: a forward-only kernel right only in the mode it is usually called in (torch.no_grad
+        for a KernelBench candidate): ``if torch.is_grad_enabled(): ...`` or a path taken under
+        torch.inference_mode. On floor and explicit cases, a forward with autograd enabled and every
+        float input requiring grad, and one under torch.inference_mode, each against the oracle. A
+        kernel with gradients has its forward called with autograd and its refilled call B under
+        torch.no_grad already; a kernel declared writing into its inputs is left out (a leaf that
+        requires grad refuses an in-place write)."""
+        if not self.entry.contract.forward_only or self.writes or self.refill_case() is None:
+            return
+        own = inputs_on(self.spec, self.case, self.device)  # the case's values: the refilled calls changed its tensors
+        said, wrong, units = [], [], []
+        for mode, words in (("autograd", "with autograd enabled (every float input requiring grad)"),
+                            ("inference", "under torch.inference_mode")):
+            reply = self.phases.call(self.host.grad_mode, own.args, mode)
+            if reply.error is not None:
+                if _out_of_bounds(self.run, reply.error):
+                    return
+                wrong.append(f"a forward {words} raised {reply.error.describe()}")
+                units.append(None)
+                continue
+            msg, found = self._refilled(self.output_metas(reply.value), expected, f"a forward {words}")
+            (wrong if found.wrong else said).append(msg)
+            if found.wrong:
+                units.append(found.units)
+        worst = None if not units or None in units else max(units)
+        hint = ("what a kernel returns must not depend on torch.is_grad_enabled(), torch.is_inference_mode_enabled() or "
+                "on whether its inputs require grad")
+        self.run.add(Check.GRAD_MODES, not wrong, "; ".join(wrong + said) + (f" ({hint})" if wrong else ""),
+                     rounding_units=worst)
 
     def changed_input(self, new: OpInputs, grad_wrt: tuple[int, ...], expected: dict) -> None:
         """Bug class: an input kept for the backward outside ctx.save_for_backward (``ctx.x = x``), which
