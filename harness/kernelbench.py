@@ -32,7 +32,8 @@ from harness.errors import UsageError
 
 SEED = 0
 _DECLARED: dict[tuple[str, str | None], Any] = {}
-_PINNED: dict[str, dict] = {}  # this process's pinned inputs: original path -> {"copy", "sha256"}
+_PINNED: dict[str, dict] = {}
+SCALING: dict[str, Any] = {}  # this process's problems' sizing (harness.reference.sizing.Scaling) by path  # this process's pinned inputs: original path -> {"copy", "sha256"}
 
 
 class Tampered(Exception):
@@ -169,6 +170,7 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     Model = _need(mod, "Model", "--reference", problem, "the reference nn.Module")
     get_inputs = _need(mod, "get_inputs", "--reference", problem, "the example inputs")
     get_init_inputs = _need(mod, "get_init_inputs", "--reference", problem, "Model's constructor arguments")
+    SCALING[key[0]] = _fit(mod, Model, problem)
     torch.manual_seed(SEED)
     init = list(_call(f"--reference {problem}: get_init_inputs()", get_init_inputs))
     torch.manual_seed(SEED)
@@ -197,6 +199,30 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     _DECLARED[key] = op
     return op
 
+
+def _fit(mod, Model, problem: str):
+    """The problem's sizes scaled, in place, to fit this backend (harness.reference.sizing)."""
+    import torch
+
+    from harness.reference import sizing
+    from harness.run import backend as backends
+
+    def accepts() -> bool:
+        try:
+            torch.manual_seed(SEED)
+            model = Model(*mod.get_init_inputs())
+            with torch.no_grad():
+                model(*mod.get_inputs())
+        except Exception:  # noqa: BLE001 - the reference refuses these sizes: the floor rises
+            return False
+        return True
+
+    try:
+        return sizing.fit(mod, Model, backend=backends.current().name, accepts=accepts)
+    except sizing.DoesNotFit as exc:
+        raise UsageError(f"--reference {problem}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - get_inputs() fails on the meta device: sized as given
+        return sizing.Scaling(budget=f"not measured: get_inputs() on the meta device raised {type(exc).__name__}")
 
 
 def _float64(model):
@@ -310,6 +336,10 @@ def use_in_verify(args) -> None:
         raise UsageError(str(exc)) from None
     finally:
         REGISTRY._loading_plugin = None
+    scaling = SCALING.get(str(Path(args.reference).resolve()))
+    if scaling is not None:
+        args.kernelbench = {"sizes": scaling.record(), "scaling_text": scaling.text()}
+        print(f"verify: {Path(problem).name}: {scaling.text()}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     plugin.write_text(PLUGIN.format(problem=problem, candidate=candidate, pins=pins))
     _PINNED[str(plugin)] = {"copy": str(plugin), "sha256": sha256(plugin)}  # every process loads it

@@ -320,6 +320,8 @@ def _tampered(args: argparse.Namespace, header: dict) -> list[str]:
     from harness import kernelbench
 
     header["pinned"] = args.pinned
+    if getattr(args, "kernelbench", None):
+        header["kernelbench"] = args.kernelbench  # the problem's sizing (harness.reference.sizing)
     changed = kernelbench.tampered()
     if changed:
         header["tampered"] = changed
