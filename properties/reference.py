@@ -48,7 +48,7 @@ import torch
 from harness.errors import RegistryError
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.errors import UsageError
-from properties import row_kinds, values
+from properties import row_kinds, strategies, values
 from properties.derive import DeclaredOp
 
 AUTO = "auto"
@@ -66,11 +66,20 @@ class ReferenceOp(DeclaredOp):
         self.example, self.fixed, self.varying = dict(example), fixed, varying
         self.out_names, self.shape_of = out_names, shape_of
         self._shapes: dict[tuple, tuple[int, ...]] = {}
+        self.dtypes: tuple[torch.dtype, ...] = strategies.DTYPES  # the dtypes of its cases (from_reference's dtypes)
+        self.lower: dict[str, int] = {}  # the smallest size the reference accepts, per varying dim (domain.lower_bounds)
 
     def complete(self, sizes: dict[str, int]) -> dict[str, int]:
         out = super().complete(sizes)
         out.update({d: self.example[d] for d in self.fixed})
+        out.update({d: max(out[d], n) for d, n in self.lower.items() if d in out})
         return out
+
+    def outside_domain(self, inputs) -> str | None:
+        """Why the reference rejects this case's inputs (harness.reference.domain), or None."""
+        from harness.reference import domain
+
+        return domain.rejection(self.decl.reference, inputs.args)
 
     def floor_shapes(self, backend: str, dims=None, base=None) -> list[dict[str, int]]:
         shapes = [self.complete(self.example)]  # the example's own shape, never shrunk
@@ -79,7 +88,19 @@ class ReferenceOp(DeclaredOp):
                 shapes.append(shape)
         return shapes
 
+    def floor_cases(self, *, backend: str):
+        return [c for c in super().floor_cases(backend=backend) if c.get("dtype") in self.dtype_names()]
+
+    def case_strategy(self, *, backend: str):
+        return super().case_strategy(backend=backend).filter(lambda c: c.get("dtype") in self.dtype_names())
+
+    def dtype_names(self) -> tuple[str, ...]:
+        return tuple(strategies.dtype_name(d) for d in self.dtypes)
+
     def validate_case(self, case) -> None:
+        if case.get("dtype") not in self.dtype_names():
+            raise UsageError(f"--case {case.id}: dtype={case.get('dtype')} is not allowed; op {self.name} is "
+                             f"checked in {', '.join(self.dtype_names())}")
         for d in self.fixed:
             if case.get(d) != self.example[d]:
                 raise UsageError(f"--case {case.id}: {d}={case.get(d)} is not allowed; {d} is fixed at {self.example[d]}")
@@ -95,9 +116,10 @@ class ReferenceOp(DeclaredOp):
 def from_reference(fn: Callable, example_args, vary: dict | str | None = None, name: str | None = None, *,
                    differentiable: bool = True, reduces: tuple[str, ...] | None = None,
                    value_kinds: tuple[str, ...] | None = None, magnitude: Callable | None = None,
-                   register: bool = True, doc: str = "") -> ReferenceOp:
+                   register: bool = True, doc: str = "", dtypes: tuple[torch.dtype, ...] | None = None) -> ReferenceOp:
     """Declare (and register) the op that ``fn`` computes, inferred from ``example_args``; the module
-    docstring says how. ``differentiable=False`` checks the forward only."""
+    docstring says how. ``differentiable=False`` checks the forward only; ``dtypes`` (default: fp32,
+    fp16 and bf16) the dtypes of its cases."""
     args = tuple(example_args)
     names = _names(fn, len(args))
     name = name or getattr(fn, "__name__", None)
@@ -143,9 +165,16 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
         doc=doc or f"{name}: declared from a torch reference (properties.reference).",
     )
     caller = inspect.currentframe().f_back
+    lower = _lower_bounds(trial, dims, varying, example)
     op = ReferenceOp(decl, example=example, fixed=fixed, varying=varying, out_names=out_names,
                      shape_of=lambda sizes: tuple(trial.run(_by_axis(dims, sizes)).shape),
                      declared_at=f"{caller.f_code.co_filename}:{caller.f_lineno}")
+    op.lower = lower
+    if dtypes is not None:
+        bad = [d for d in dtypes if d not in strategies.DTYPES]
+        if not dtypes or bad:
+            raise RegistryError(f"from_reference {name!r}: dtypes={tuple(dtypes)!r}; choose from {strategies.DTYPES}")
+        op.dtypes = tuple(dtypes)
     if register:
         from harness.registry.registry import REGISTRY
 
@@ -208,6 +237,11 @@ class _Trial:
                 out.append(transform(n, t) if transform else t)
             else:
                 high = int(a.max()) + 1 if a.numel() else 1
+                # within the dim that bounds it (another input's axis of the example's size max + 1),
+                # at that dim's size in this trial: targets stay classes when the class dim shrinks
+                bounds = [sizes[(m, i)] for m, b in zip(self.names, self.args) if m != n and isinstance(b, torch.Tensor)
+                          for i, s in enumerate(b.shape) if s == high and (m, i) in sizes]
+                high = min([high, *bounds])
                 out.append(torch.randint(0, max(1, high), shape, generator=gen, dtype=a.dtype))
         return out
 
@@ -281,6 +315,14 @@ def _named_dims(vary: dict, tensors: dict[str, torch.Tensor]) -> tuple[dict[tupl
                                     "choose another")
             dims.setdefault((n, a), f"{n}_{a}")
     return dims, varying
+
+
+def _lower_bounds(trial: _Trial, dims, varying, example) -> dict[str, int]:
+    """Per varying dim, the smallest size the reference accepts (harness.reference.domain)."""
+    from harness.reference import domain
+
+    return domain.lower_bounds(lambda d, n: trial.accepts([u for u, dd in dims.items() if dd == d], n),
+                               example, varying)
 
 
 def _by_axis(dims: dict[tuple[str, int], str], sizes: dict[str, int]) -> dict[tuple[str, int], int]:

@@ -169,10 +169,14 @@ def main(argv: list[str] | None = None) -> int:
         row = run_one(problem, args)
         print(f"{row['outcome']:8} {row['seconds']:6.0f} s  {problem.name}  {row.get('scaling', '')}  {row.get('why', '')}",
               flush=True)
+        rows.append(row)
+        if args.json:  # what finished so far, in case the run is stopped
+            Path(args.json).write_text(json.dumps(rows, indent=1))
         return row
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        rows = list(pool.map(one, problems))
+        list(pool.map(one, problems))
+    rows.sort(key=lambda r: problem_order(Path(r["problem"])))
     text = table(rows, args, started)
     print(text)
     if args.out:
