@@ -41,12 +41,31 @@ _spec.loader.exec_module(_problem)
 ModelNew = _problem.Model
 '''
 
+# wrong: Model's output with its last element moved by 1e-3 of the output's largest magnitude
+# (KernelBench's own check, allclose at 1e-2, passes it); a verifier must FAIL every one
+PERTURBED = IDENTITY + """
 
-def identity_candidate(problem: Path, where: Path) -> Path:
-    """A candidate file whose ModelNew is ``problem``'s Model (imported from its path)."""
+import torch as _torch
+
+
+class ModelNew(_problem.Model):
+    def forward(self, *args):
+        out = super().forward(*args)
+        if not (isinstance(out, _torch.Tensor) and out.is_floating_point() and out.numel()):
+            return out
+        out = out.clone()
+        out.view(-1)[-1] += 1e-3 * (out.abs().max() + 1e-3)
+        return out
+"""
+CANDIDATES = {"identity": IDENTITY, "perturbed": PERTURBED}
+
+
+def identity_candidate(problem: Path, where: Path, kind: str = "identity") -> Path:
+    """A candidate file whose ModelNew is ``problem``'s Model (imported from its path), or with
+    ``kind="perturbed"`` a wrong one (PERTURBED)."""
     stem = re.sub(r"\W", "_", problem.stem)
-    out = where / f"identity_{stem}.py"
-    out.write_text(IDENTITY.format(name=problem.name, path=str(problem.resolve())))
+    out = where / f"{kind}_{stem}.py"
+    out.write_text(CANDIDATES[kind].format(name=problem.name, path=str(problem.resolve())))
     return out
 
 
@@ -58,10 +77,11 @@ def problem_order(path: Path) -> tuple:
 def run_one(problem: Path, args) -> dict:
     with tempfile.TemporaryDirectory(prefix="kb_") as tmp:
         tmp = Path(tmp)
-        candidate = identity_candidate(problem, tmp)
+        candidate = identity_candidate(problem, tmp, args.candidate)
         report = tmp / "report"
         cmd = [sys.executable, "-m", "harness", "verify", "--reference", str(problem), "--candidate", str(candidate),
-               "--max-examples", str(args.max_examples), "--report-dir", str(report), "--no-render"]
+               "--max-examples", str(args.max_examples), "--report-dir", str(report), "--no-render",
+               *(["-x"] if args.candidate == "perturbed" else [])]
         start = time.monotonic()
         try:
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout,
@@ -124,7 +144,7 @@ def table(rows: list[dict], args, started: str) -> str:
     counts = {k: sum(r["outcome"] == k for r in rows) for k in ("PASS", "FAIL", "REFUSED", "TIMEOUT", "ERROR")}
     times = [r["seconds"] for r in rows]
     lines = [
-        f"Identity candidates of {len(rows)} problems from `{args.dir}`"
+        f"{args.candidate.capitalize()} candidates of {len(rows)} problems from `{args.dir}`"
         + (f" (`--only {args.only}`)" if args.only else "")
         + f", `--max-examples {args.max_examples}`, CPU interpreter, measured {started}.",
         "",
@@ -144,8 +164,12 @@ def table(rows: list[dict], args, started: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dir", required=True, help="a folder of KernelBench problem files (e.g. KernelBench/level1)")
-    p.add_argument("--only", default=None, help="a glob on the file names, or a comma-separated list of globs")
+    p.add_argument("--only", default=None, help="a glob on the file names, or a comma-separated list of globs (run in "
+                   "that order)")
     p.add_argument("--max-examples", type=int, default=3)
+    p.add_argument("--candidate", choices=tuple(CANDIDATES), default="identity",
+                   help="identity (ModelNew is Model: must PASS) or perturbed (one output element off by 1e-3 of the "
+                        "largest: must FAIL; run with -x)")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per problem")
     p.add_argument("--out", default=None, help="write the markdown table here")
@@ -158,7 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     problems = sorted((f for f in folder.glob("*.py") if not f.name.startswith("__")), key=problem_order)
     if args.only:
         globs = [g.strip() for g in args.only.split(",") if g.strip()]
-        problems = [f for f in problems if any(fnmatch.fnmatch(f.name, g if "*" in g else f"*{g}*") for g in globs)]
+        def first_match(f: Path) -> int:  # the order of the globs: a sample first, say
+            return next((i for i, g in enumerate(globs) if fnmatch.fnmatch(f.name, g if "*" in g else f"*{g}*")), -1)
+
+        problems = sorted((f for f in problems if first_match(f) >= 0), key=first_match)
     if not problems:
         print(f"--dir {args.dir}: no problem files" + (f" match --only {args.only}" if args.only else ""), file=sys.stderr)
         return 2

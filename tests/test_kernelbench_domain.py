@@ -185,3 +185,21 @@ def test_cross_entropy_with_targets(candidate, rc, tmp_path):
     if rc == 0:
         report = json.loads((tmp_path / "verify.json").read_text())
         assert not [r for r in report["cases"] if domain.OUTSIDE in (r.get("message") or "")]
+
+
+# --- the benchmark script -----------------------------------------------------------------------
+
+def test_the_benchmark_passes_an_identity_candidate_and_fails_a_perturbed_one(tmp_path):
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    (folder / "1_rowmean.py").write_text((FIXTURES / "rowmean_problem.py").read_text())
+    rows = {}
+    for kind in ("identity", "perturbed"):
+        out = tmp_path / f"{kind}.md"
+        proc = subprocess.run([sys.executable, "scripts/kernelbench_level1.py", "--dir", str(folder), "--candidate", kind,
+                               "--max-examples", "1", "--out", str(out), "--json", str(tmp_path / f"{kind}.json")],
+                              cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+        (rows[kind],) = json.loads((tmp_path / f"{kind}.json").read_text())
+        assert "| 1_rowmean.py |" in out.read_text()
+    assert rows["identity"]["outcome"] == "PASS" and rows["perturbed"]["outcome"] == "FAIL", rows
