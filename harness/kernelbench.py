@@ -160,6 +160,7 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     Once per process and pair of files."""
     import torch
 
+    from harness.reference import adapt
     from harness.registry.registry import REGISTRY, register_kernel
     from properties.reference import absolute, from_reference
 
@@ -183,15 +184,17 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     representable(model)
     model64 = _float64(model)
     name = op_name(problem)
+    masks = adapt.bool_positions(inputs)  # bool inputs as floats, an integer output as floats (harness.reference.adapt)
+    inputs = adapt.as_op_inputs(inputs)
     try:
-        op = from_reference(_OnDevice(model64), inputs, vary="auto", name=name, differentiable=False,
-                            dtypes=None if low_precision else _example_dtypes(inputs),
-                            magnitude=_OnDevice(absolute(model64)),
+        op = from_reference(adapt.Adapted(_OnDevice(model64), masks), inputs, vary="auto", name=name,
+                            differentiable=False, dtypes=None if low_precision else _example_dtypes(inputs),
+                            magnitude=adapt.Adapted(_OnDevice(absolute(model64)), masks),
                             doc=f"{name}: the KernelBench problem {Path(problem).name}, Model's forward in float64.")
     except Exception as exc:  # the reference refuses its own inputs, or they are of a kind no op takes
         raise UsageError(f"--reference {problem}: {type(exc).__name__}: {_first_line(exc)}") from None
     if candidate is not None and REGISTRY._captured is None:
-        _register_candidate(op, model, init, candidate, register_kernel, pins)
+        _register_candidate(op, model, init, candidate, register_kernel, pins, masks)
     if candidate is not None and REGISTRY._loading_plugin:  # repros name the two files, not the generated plugin
         from harness.cases.case import GENERATED_PLUGINS
 
@@ -263,9 +266,11 @@ class _OnDevice:
         return self.copies[device](*args)
 
 
-def _register_candidate(op, model, init: list, candidate: str, register_kernel, pins: dict | None = None) -> None:
+def _register_candidate(op, model, init: list, candidate: str, register_kernel, pins: dict | None = None,
+                        masks: tuple[int, ...] = ()) -> None:
     import torch
 
+    from harness.reference import adapt
     from harness.registry.registry import Contract
 
     mod = _import(candidate, "--candidate", pins)
@@ -283,8 +288,8 @@ def _register_candidate(op, model, init: list, candidate: str, register_kernel, 
         key = (first.device, first.dtype)
         if key not in copies:
             copies[key] = copy.deepcopy(new).to(device=first.device, dtype=first.dtype)
-        with torch.no_grad():
-            return copies[key](*args)
+        with torch.no_grad():  # bool inputs as the model takes them, an integer output as the case's dtype
+            return adapt.as_op_output(copies[key](*adapt.as_model_inputs(args, masks)), first.dtype)
 
     kernel.__doc__ = f"ModelNew of {Path(candidate).name}, with the reference's weights, in the case's dtype"
     # the op is declared forward only (differentiable=False): so is the verdict, "PASS (forward only)"

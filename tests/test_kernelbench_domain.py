@@ -203,3 +203,16 @@ def test_the_benchmark_passes_an_identity_candidate_and_fails_a_perturbed_one(tm
         (rows[kind],) = json.loads((tmp_path / f"{kind}.json").read_text())
         assert "| 1_rowmean.py |" in out.read_text()
     assert rows["identity"]["outcome"] == "PASS" and rows["perturbed"]["outcome"] == "FAIL", rows
+
+
+# --- inputs and outputs as models have them -----------------------------------------------------
+
+@pytest.mark.parametrize("problem, candidate, rc", [
+    ("argmax_problem", "identity", 0), ("argmax_problem", "argmax_wrong", 1),
+    ("masked_cumsum_problem", "identity", 0), ("masked_cumsum_problem", "masked_cumsum_wrong", 1),
+])
+def test_int_outputs_and_bool_inputs(problem, candidate, rc, tmp_path):
+    """argmax's int64 output compared with the oracle's indices (one index off fails); a bool mask
+    given to the model as bool, drawn as a random mask (a candidate ignoring it fails)."""
+    proc = verify(problem, candidate, tmp_path, *(["-x"] if rc else []))
+    assert proc.returncode == rc, proc.stdout[-3000:] + proc.stderr
