@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+OUTSIDE = "outside the reference's domain"  # harness.reference.domain.OUTSIDE, read from the records
 
 IDENTITY = '''"""The identity candidate of {name}: ModelNew is the problem's own Model."""
 import importlib.util as _util
@@ -118,10 +119,9 @@ def classify(rc: int, record: dict | None, text: str) -> dict:
     if record is not None:
         kb = record.get("kernelbench") or {}
         out["scaling"] = kb.get("scaling_text", "")
-        out["outside"] = len(kb.get("outside_domain") or [])
-        kernels = [k for op in record.get("ops", []) for k in op.get("kernels", [])] if "ops" in record else []
-        cases = [k.get("cases") for k in kernels if isinstance(k.get("cases"), int)]
-        out["cases"] = sum(cases) if cases else None
+        cases = record.get("cases") or []
+        out["outside"] = len({r.get("case_id") for r in cases if OUTSIDE in (r.get("message") or "")})
+        out["cases"] = len({r.get("case_id") for r in cases})
     if rc == 0:
         out["outcome"] = "PASS"
     elif rc == 2:
@@ -151,13 +151,14 @@ def table(rows: list[dict], args, started: str) -> str:
         "**" + ", ".join(f"{k} {v}" for k, v in counts.items()) + "**"
         + (f"; time to verdict median {statistics.median(times):.0f} s, max {max(times):.0f} s" if times else ""),
         "",
-        "| problem | outcome | time (s) | outside domain | sizes | why |",
-        "| --- | --- | ---: | ---: | --- | --- |",
+        "| problem | outcome | time (s) | cases | outside domain | sizes | why |",
+        "| --- | --- | ---: | ---: | ---: | --- | --- |",
     ]
     for r in rows:
         why = r.get("why", "").replace("|", "\\|")
         scaling = (r.get("scaling") or "").replace("|", "\\|")
-        lines.append(f"| {r['problem']} | {r['outcome']} | {r['seconds']:.0f} | {r.get('outside', 0)} | {scaling} | {why} |")
+        lines.append(f"| {r['problem']} | {r['outcome']} | {r['seconds']:.0f} | {r.get('cases') or ''} | "
+                     f"{r.get('outside', 0)} | {scaling} | {why} |")
     return "\n".join(lines) + "\n"
 
 

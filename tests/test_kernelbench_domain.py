@@ -203,6 +203,7 @@ def test_the_benchmark_passes_an_identity_candidate_and_fails_a_perturbed_one(tm
         (rows[kind],) = json.loads((tmp_path / f"{kind}.json").read_text())
         assert "| 1_rowmean.py |" in out.read_text()
     assert rows["identity"]["outcome"] == "PASS" and rows["perturbed"]["outcome"] == "FAIL", rows
+    assert rows["identity"]["cases"] > 1 and rows["identity"]["outside"] == 0
 
 
 # --- inputs and outputs as models have them -----------------------------------------------------
