@@ -66,6 +66,7 @@ class ReferenceOp(DeclaredOp):
         self.example, self.fixed, self.varying = dict(example), fixed, varying
         self.out_names, self.shape_of = out_names, shape_of
         self._shapes: dict[tuple, tuple[int, ...]] = {}
+        self._summed: dict[tuple, int] = {}
         self.dtypes: tuple[torch.dtype, ...] = strategies.DTYPES  # the dtypes of its cases (from_reference's dtypes)
         self.lower: dict[str, int] = {}  # the smallest size the reference accepts, per varying dim (domain.lower_bounds)
 
@@ -81,8 +82,10 @@ class ReferenceOp(DeclaredOp):
         from harness.reference.summed import summed_length
 
         lengths = super().sum_lengths(inputs)
-        n = summed_length(self.decl.reference, inputs.args)
-        return [max(length, n) for length in lengths]
+        key = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in inputs.args)
+        if key not in self._summed:  # a function of the shapes: read once per shape
+            self._summed[key] = summed_length(self.decl.reference, inputs.args)
+        return [max(length, self._summed[key]) for length in lengths]
 
     def outside_domain(self, inputs) -> str | None:
         """Why the reference rejects this case's inputs (harness.reference.domain), or None."""
