@@ -217,3 +217,16 @@ def test_int_outputs_and_bool_inputs(problem, candidate, rc, tmp_path):
     given to the model as bool, drawn as a random mask (a candidate ignoring it fails)."""
     proc = verify(problem, candidate, tmp_path, *(["-x"] if rc else []))
     assert proc.returncode == rc, proc.stdout[-3000:] + proc.stderr
+
+
+# --- the terms an output element sums -----------------------------------------------------------
+
+def test_the_terms_summed_are_read_from_the_reference_not_the_largest_dim():
+    from harness.reference.summed import summed_length
+
+    w = torch.randn(4, 3, 5, 5, dtype=torch.float64)
+    assert summed_length(lambda a, b: a @ b, [torch.randn(8, 40), torch.randn(40, 24)]) == 40  # K, not 2K
+    assert summed_length(lambda x: torch.linalg.norm(x), [torch.zeros(4, 5, 6)]) == 120  # every element, zeros too
+    assert summed_length(lambda x: torch.cumsum(x, 1), [torch.randn(4, 50)]) == 50  # a row's last element
+    assert summed_length(lambda x: F.conv2d(x, w), [torch.randn(2, 3, 20, 24)]) == 75  # channels x window
+    assert summed_length(torch.relu, [torch.randn(4, 50)]) == 1  # elementwise
