@@ -38,7 +38,8 @@ from harness.errors import UsageError
 
 SEED = 0
 _DECLARED: dict[tuple[str, str | None], Any] = {}
-_PINNED: dict[str, dict] = {}  # this process's pinned inputs: original path -> {"copy", "sha256"}
+_PINNED: dict[str, dict] = {}
+SCALING: dict[str, Any] = {}  # this process's problems' sizing (harness.reference.sizing.Scaling) by path  # this process's pinned inputs: original path -> {"copy", "sha256"}
 
 
 class Tampered(Exception):
@@ -159,13 +160,15 @@ def representable(module) -> None:
                 t.copy_(v.to(t.dtype))
 
 
-def declare(problem: str, candidate: str | None = None, pins: dict | None = None, *, detect: bool = True):
+def declare(problem: str, candidate: str | None = None, pins: dict | None = None, low_precision: bool = False, *,
+            detect: bool = True):
     """The op of ``problem`` (registered) and, unless this process only reads op declarations
     (the judge: it never imports user code beyond them), ``candidate``'s ModelNew as its kernel.
     ``detect``: run the candidate once to find a shortcut (harness.shortcut), in the process that
     calls the kernel, never in the one that decides. Once per process and pair of files."""
     import torch
 
+    from harness.reference import adapt
     from harness.registry.registry import REGISTRY, register_kernel
     from properties.reference import absolute, from_reference
 
@@ -176,6 +179,7 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     Model = _need(mod, "Model", "--reference", problem, "the reference nn.Module")
     get_inputs = _need(mod, "get_inputs", "--reference", problem, "the example inputs")
     get_init_inputs = _need(mod, "get_init_inputs", "--reference", problem, "Model's constructor arguments")
+    SCALING[key[0]] = _fit(mod, Model, problem)
     torch.manual_seed(SEED)
     init = list(_call(f"--reference {problem}: get_init_inputs()", get_init_inputs))
     torch.manual_seed(SEED)
@@ -188,14 +192,17 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     representable(model)
     model64 = _float64(model)
     name = op_name(problem)
+    masks = adapt.bool_positions(inputs)  # bool inputs as floats, an integer output as floats (harness.reference.adapt)
+    inputs = adapt.as_op_inputs(inputs)
     try:
-        op = from_reference(_OnDevice(model64), inputs, vary="auto", name=name, differentiable=False,
-                            magnitude=_OnDevice(absolute(model64)),
+        op = from_reference(adapt.Adapted(_OnDevice(model64), masks), inputs, vary="auto", name=name,
+                            differentiable=False, dtypes=None if low_precision else _example_dtypes(inputs),
+                            magnitude=adapt.Adapted(_OnDevice(absolute(model64)), masks),
                             doc=f"{name}: the KernelBench problem {Path(problem).name}, Model's forward in float64.")
     except Exception as exc:  # the reference refuses its own inputs, or they are of a kind no op takes
         raise UsageError(f"--reference {problem}: {type(exc).__name__}: {_first_line(exc)}") from None
     if candidate is not None and REGISTRY._captured is None:
-        _register_candidate(op, model, init, inputs, candidate, register_kernel, pins, detect)
+        _register_candidate(op, model, init, inputs, candidate, register_kernel, pins, detect, masks)
     if candidate is not None and REGISTRY._loading_plugin:  # repros name the two files, not the generated plugin
         from harness.cases.case import GENERATED_PLUGINS
 
@@ -204,6 +211,42 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     _DECLARED[key] = op
     return op
 
+
+def _example_dtypes(inputs: list) -> tuple:
+    """The float dtypes of the example inputs: the problem's own precision (fp16 / bf16 cases of
+    an fp32 problem are opt-in, ``verify --low-precision``: the reference run eagerly in fp16
+    overflows and cancels as the candidate does, and such a case tells nothing of the candidate)."""
+    import torch
+
+    from properties import strategies
+
+    found = tuple(dict.fromkeys(a.dtype for a in inputs if isinstance(a, torch.Tensor) and a.is_floating_point()))
+    return tuple(d for d in found if d in strategies.DTYPES) or (torch.float32,)
+
+
+def _fit(mod, Model, problem: str):
+    """The problem's sizes scaled, in place, to fit this backend (harness.reference.sizing)."""
+    import torch
+
+    from harness.reference import sizing
+    from harness.run import backend as backends
+
+    def accepts() -> bool:
+        try:
+            torch.manual_seed(SEED)
+            model = Model(*mod.get_init_inputs())
+            with torch.no_grad():
+                model(*mod.get_inputs())
+        except Exception:  # noqa: BLE001 - the reference refuses these sizes: the floor rises
+            return False
+        return True
+
+    try:
+        return sizing.fit(mod, Model, backend=backends.current().name, accepts=accepts)
+    except sizing.DoesNotFit as exc:
+        raise UsageError(f"--reference {problem}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - get_inputs() fails on the meta device: sized as given
+        return sizing.Scaling(budget=f"not measured: get_inputs() on the meta device raised {type(exc).__name__}")
 
 
 def _float64(model):
@@ -232,9 +275,10 @@ class _OnDevice:
 
 
 def _register_candidate(op, model, init: list, inputs: list, candidate: str, register_kernel,
-                        pins: dict | None = None, detect: bool = True) -> None:
+                        pins: dict | None = None, detect: bool = True, masks: tuple[int, ...] = ()) -> None:
     import torch
 
+    from harness.reference import adapt
     from harness.registry.registry import Contract
 
     mod = _import(candidate, "--candidate", pins)
@@ -249,7 +293,8 @@ def _register_candidate(op, model, init: list, inputs: list, candidate: str, reg
     from harness.run import backend
 
     # before any case (its state untouched); a candidate that ends the process here ends a kernel process
-    found = shortcut.detect(model, new, inputs, backend.current().device) if detect else None
+    found = (shortcut.detect(model, new, adapt.as_model_inputs(inputs, masks), backend.current().device)
+             if detect else None)
     copies: dict = {}
 
     def kernel(*args):
@@ -258,11 +303,12 @@ def _register_candidate(op, model, init: list, inputs: list, candidate: str, reg
         if key not in copies:
             copies[key] = copy.deepcopy(new).to(device=first.device, dtype=first.dtype)
         # KernelBench's mode, torch.no_grad, unless the caller asks for another: torch.inference_mode,
-        # or a forward with autograd whose inputs require grad (harness.run.runner's grad_modes)
+        # or a forward with autograd whose inputs require grad (harness.run.runner's grad_modes);
+        # bool inputs as the model takes them, an integer output as the case's dtype
         asks = torch.is_inference_mode_enabled() or (
             torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
         with contextlib.nullcontext() if asks else torch.no_grad():
-            return copies[key](*args)
+            return adapt.as_op_output(copies[key](*adapt.as_model_inputs(args, masks)), first.dtype)
 
     kernel.__doc__ = f"ModelNew of {Path(candidate).name}, with the reference's weights, in the case's dtype"
     # the op is declared forward only (differentiable=False): so is the verdict, "PASS (forward only)"
@@ -298,7 +344,7 @@ def _copy_weights(model, new, candidate: str) -> None:
 PLUGIN = '''"""Generated by `verify --reference {problem} --candidate {candidate}`."""
 from harness.kernelbench import declare
 
-declare({problem!r}, {candidate!r}, pins={pins!r})
+declare({problem!r}, {candidate!r}, pins={pins!r}, low_precision={low_precision!r})
 '''
 
 
@@ -323,15 +369,21 @@ def use_in_verify(args) -> None:
     pins = pin([problem, candidate], out / "pinned")  # before any user code runs
     args.pinned = {"reference": {"path": problem, "sha256": pins[problem]["sha256"]},
                    "candidate": {"path": candidate, "sha256": pins[candidate]["sha256"]}}
+    low_precision = bool(getattr(args, "low_precision", False))
     REGISTRY._loading_plugin = str(plugin)  # the kernel is this plugin's, in every process
     try:
-        op = declare(args.reference, args.candidate, pins, detect=False)  # messages name the files as given
+        op = declare(args.reference, args.candidate, pins, low_precision=low_precision,
+                     detect=False)  # messages name the files as given
     except Tampered as exc:
         raise UsageError(str(exc)) from None
     finally:
         REGISTRY._loading_plugin = None
+    scaling = SCALING.get(str(Path(args.reference).resolve()))
+    if scaling is not None:
+        args.kernelbench = {"sizes": scaling.record(), "scaling_text": scaling.text()}
+        print(f"verify: {Path(problem).name}: {scaling.text()}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
-    plugin.write_text(PLUGIN.format(problem=problem, candidate=candidate, pins=pins))
+    plugin.write_text(PLUGIN.format(problem=problem, candidate=candidate, pins=pins, low_precision=low_precision))
     _PINNED[str(plugin)] = {"copy": str(plugin), "sha256": sha256(plugin)}  # every process loads it
     args.plugin = [*args.plugin, str(plugin)]
     args.op = op.name

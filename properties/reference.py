@@ -48,7 +48,7 @@ import torch
 from harness.errors import RegistryError
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.errors import UsageError
-from properties import beyond, row_kinds, values
+from properties import beyond, row_kinds, strategies, values
 from properties.derive import DeclaredOp, unique
 
 AUTO = "auto"
@@ -66,11 +66,32 @@ class ReferenceOp(DeclaredOp):
         self.example, self.fixed, self.varying = dict(example), fixed, varying
         self.out_names, self.shape_of = out_names, shape_of
         self._shapes: dict[tuple, tuple[int, ...]] = {}
+        self._summed: dict[tuple, int] = {}
+        self.dtypes: tuple[torch.dtype, ...] = strategies.DTYPES  # the dtypes of its cases (from_reference's dtypes)
+        self.lower: dict[str, int] = {}  # the smallest size the reference accepts, per varying dim (domain.lower_bounds)
 
     def complete(self, sizes: dict[str, int]) -> dict[str, int]:
         out = super().complete(sizes)
         out.update({d: self.example[d] for d in self.fixed})
+        out.update({d: max(out[d], n) for d, n in self.lower.items() if d in out})
         return out
+
+    def sum_lengths(self, inputs) -> list[int]:
+        """The declared lengths, or where longer the terms an output element actually sums
+        (harness.reference.summed: a convolution's channels x window, a norm over every element)."""
+        from harness.reference.summed import summed_length
+
+        lengths = super().sum_lengths(inputs)
+        key = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in inputs.args)
+        if key not in self._summed:  # a function of the shapes: read once per shape
+            self._summed[key] = summed_length(self.decl.reference, inputs.args)
+        return [max(length, self._summed[key]) for length in lengths]
+
+    def outside_domain(self, inputs) -> str | None:
+        """Why the reference rejects this case's inputs (harness.reference.domain), or None."""
+        from harness.reference import domain
+
+        return domain.rejection(self.decl.reference, inputs.args)
 
     def floor_shapes(self, backend: str, dims=None, base=None) -> list[dict[str, int]]:
         shapes = [self.complete(self.example)]  # the example's own shape, never shrunk
@@ -80,10 +101,21 @@ class ReferenceOp(DeclaredOp):
         return shapes
 
     def floor_cases(self, *, backend: str) -> list:
-        """The floor's cases, then one per varying dim beyond the example's size (properties.beyond)."""
-        return unique(super().floor_cases(backend=backend) + beyond.cases(self, backend))
+        """The floor's cases, then one per varying dim beyond the example's size (properties.beyond),
+        in the op's dtypes."""
+        return unique([c for c in super().floor_cases(backend=backend) + beyond.cases(self, backend)
+                       if c.get("dtype") in self.dtype_names()])
+
+    def case_strategy(self, *, backend: str):
+        return super().case_strategy(backend=backend).filter(lambda c: c.get("dtype") in self.dtype_names())
+
+    def dtype_names(self) -> tuple[str, ...]:
+        return tuple(strategies.dtype_name(d) for d in self.dtypes)
 
     def validate_case(self, case) -> None:
+        if case.get("dtype") not in self.dtype_names():
+            raise UsageError(f"--case {case.id}: dtype={case.get('dtype')} is not allowed; op {self.name} is "
+                             f"checked in {', '.join(self.dtype_names())}")
         for d in self.fixed:
             if case.get(d) != self.example[d]:
                 raise UsageError(f"--case {case.id}: {d}={case.get(d)} is not allowed; {d} is fixed at {self.example[d]}")
@@ -92,16 +124,21 @@ class ReferenceOp(DeclaredOp):
     def output_dims(self, sizes: dict[str, int]) -> list[tuple[str | None, int]]:
         key = tuple(sizes[d] for d in self.dims)
         if key not in self._shapes:
-            self._shapes[key] = self.shape_of(sizes)
+            try:
+                self._shapes[key] = self.shape_of(sizes)
+            except Exception:  # noqa: BLE001 - outside the domain: the case is not run (outside_domain says why),
+                # its upstream gradient of the example's output shape is never used
+                self._shapes[key] = self.shape_of(self.example)
         return list(zip(self.out_names, self._shapes[key]))
 
 
 def from_reference(fn: Callable, example_args, vary: dict | str | None = None, name: str | None = None, *,
                    differentiable: bool = True, reduces: tuple[str, ...] | None = None,
                    value_kinds: tuple[str, ...] | None = None, magnitude: Callable | None = None,
-                   register: bool = True, doc: str = "") -> ReferenceOp:
+                   register: bool = True, doc: str = "", dtypes: tuple[torch.dtype, ...] | None = None) -> ReferenceOp:
     """Declare (and register) the op that ``fn`` computes, inferred from ``example_args``; the module
-    docstring says how. ``differentiable=False`` checks the forward only."""
+    docstring says how. ``differentiable=False`` checks the forward only; ``dtypes`` (default: fp32,
+    fp16 and bf16) the dtypes of its cases."""
     args = tuple(example_args)
     names = _names(fn, len(args))
     name = name or getattr(fn, "__name__", None)
@@ -147,9 +184,16 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
         doc=doc or f"{name}: declared from a torch reference (properties.reference).",
     )
     caller = inspect.currentframe().f_back
+    lower = _lower_bounds(trial, dims, varying, example)
     op = ReferenceOp(decl, example=example, fixed=fixed, varying=varying, out_names=out_names,
                      shape_of=lambda sizes: tuple(trial.run(_by_axis(dims, sizes)).shape),
                      declared_at=f"{caller.f_code.co_filename}:{caller.f_lineno}")
+    op.lower = lower
+    if dtypes is not None:
+        bad = [d for d in dtypes if d not in strategies.DTYPES]
+        if not dtypes or bad:
+            raise RegistryError(f"from_reference {name!r}: dtypes={tuple(dtypes)!r}; choose from {strategies.DTYPES}")
+        op.dtypes = tuple(dtypes)
     if register:
         from harness.registry.registry import REGISTRY
 
@@ -212,6 +256,11 @@ class _Trial:
                 out.append(transform(n, t) if transform else t)
             else:
                 high = int(a.max()) + 1 if a.numel() else 1
+                # within the dim that bounds it (another input's axis of the example's size max + 1),
+                # at that dim's size in this trial: targets stay classes when the class dim shrinks
+                bounds = [sizes[(m, i)] for m, b in zip(self.names, self.args) if m != n and isinstance(b, torch.Tensor)
+                          for i, s in enumerate(b.shape) if s == high and (m, i) in sizes]
+                high = min([high, *bounds])
                 out.append(torch.randint(0, max(1, high), shape, generator=gen, dtype=a.dtype))
         return out
 
@@ -285,6 +334,14 @@ def _named_dims(vary: dict, tensors: dict[str, torch.Tensor]) -> tuple[dict[tupl
                                     "choose another")
             dims.setdefault((n, a), f"{n}_{a}")
     return dims, varying
+
+
+def _lower_bounds(trial: _Trial, dims, varying, example) -> dict[str, int]:
+    """Per varying dim, the smallest size the reference accepts (harness.reference.domain)."""
+    from harness.reference import domain
+
+    return domain.lower_bounds(lambda d, n: trial.accepts([u for u, dd in dims.items() if dd == d], n),
+                               example, varying)
 
 
 def _by_axis(dims: dict[tuple[str, int], str], sizes: dict[str, int]) -> dict[tuple[str, int], int]:

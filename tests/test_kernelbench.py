@@ -118,7 +118,7 @@ def test_each_wrong_candidate_fails_ours_with_repros(problem, candidate, shows, 
 
 @pytest.mark.parametrize("problem, candidate", RIGHT[:2])
 def test_a_right_candidate_passes_ours(problem, candidate, tmp_path):
-    proc = verify(problem, candidate, tmp_path)
+    proc = verify(problem, candidate, tmp_path, "--low-precision")  # fp16 and bf16 cases too (opt-in)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
     report = json.loads((tmp_path / "verify.json").read_text())
     cases = {r["case_id"] for r in report["cases"]}

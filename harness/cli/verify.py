@@ -23,6 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "against Model's forward in float64 (harness.kernelbench)")
     p.add_argument("--candidate", metavar="SOLUTION.py", default=None,
                    help="with --reference: the file defining ModelNew, built with the same constructor arguments")
+    p.add_argument("--low-precision", action="store_true",
+                   help="with --reference: also fp16 and bf16 cases of a problem whose inputs are fp32 (default: "
+                        "the problem's own dtypes only)")
     p.add_argument("--case", metavar="CASE_ID", help="re-run exactly one case (the id printed in reports); its "
                    "reports go to reports/repro unless --report-dir is given, never over a full run's")
     p.add_argument("-x", "--exitfirst", action="store_true",
@@ -347,6 +350,8 @@ def _tampered(args: argparse.Namespace, header: dict) -> list[str]:
     from harness import kernelbench
 
     header["pinned"] = args.pinned
+    if getattr(args, "kernelbench", None):
+        header["kernelbench"] = args.kernelbench  # the problem's sizing (harness.reference.sizing)
     changed = kernelbench.tampered()
     if changed:
         header["tampered"] = changed

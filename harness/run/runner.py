@@ -202,6 +202,13 @@ class _Steps:
         return [w.label for w in self.writes if w.output in self.written]
 
     def all(self) -> None:
+        outside = getattr(self.spec, "outside_domain", None)  # an op declared from a reference (properties.reference)
+        reason = outside(self.reference) if outside is not None else None
+        if reason is not None:  # the reference rejects the case: no verdict on the kernel (harness.reference.domain)
+            from harness.reference.domain import OUTSIDE
+
+            self.run.add(Check.CONTRACT, True, f"{OUTSIDE}: {reason}")
+            return
         contract = self.entry.contract
         reasons = contract.violations(self.inputs.args, self.spec.input_names())
         if reasons:
