@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, None)
     if args.max_drift_ulps is not None and args.max_drift_ulps < 0:
         raise UsageError(f"--max-drift-ulps must be >= 0, got {args.max_drift_ulps}")
-    common.prepare(args)  # the head's kernels, before the base's are loaded beside them
+    common.prepare(args)  # the head's kernels, before the base's are loaded beside them (here: see docs/guarantees.md)
     from harness.baseline.session import baseline
     from harness.registry.registry import REGISTRY, Origin
 
@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, plan: dict | None) -> int:
     started = time.monotonic()
-    backend = common.prepare(args)
+    # no plugin, problem or candidate is imported here (a --baseline run loads the base revision's beside the head's)
+    backend = common.prepare(args, described=plan is None)
     from harness.execution.jobs import JobStatus, run_jobs
     from harness.execution.progress import Progress
     from harness.incremental import costs

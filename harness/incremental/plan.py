@@ -83,11 +83,21 @@ def engine_closure() -> dict:
     return parts
 
 
+def kernel_part(entry) -> dict:
+    """The kernel's part of its key: its name, module closure and contract."""
+    return {"op": entry.op, "name": entry.name, "closure": entry_closure(entry), "contract": repr(entry.contract)}
+
+
 def kernel_parts(entry, spec, *, backend: str, device: str, settings: dict) -> dict:
+    """A kernel's key parts. A kernel the catalog child described (harness.registry.catalog: the
+    deciding process never imports its module) brings its own kernel and op parts."""
+    from harness.registry.catalog import DESCRIBED
+
+    described = DESCRIBED.get((entry.op, entry.name))
     return {
         "engine": engine_closure(),
-        "kernel": {"op": entry.op, "name": entry.name, "closure": entry_closure(entry), "contract": repr(entry.contract)},
-        "op": op_closure(spec),
+        "kernel": described["kernel"] if described else kernel_part(entry),
+        "op": described["op"] if described else op_closure(spec),
         "harness": keys.harness_source(),
         "environment": keys.environment(backend, device),
         "settings": settings,
@@ -196,7 +206,7 @@ def train_plan(entry, store: Store, *, backend: str, settings: dict) -> Plan:
     model, data, reference path and conditions), the harness, the environment and the options."""
     device = "cuda" if backend == "cuda" else "cpu"
     parts = {
-        "kernel": {"op": entry.op, "name": entry.name, "closure": entry_closure(entry), "contract": repr(entry.contract)},
+        "kernel": kernel_part(entry),
         "engine": dict(keys.closure("harness.workflows.training")),
         "harness": keys.harness_source(),
         "environment": keys.environment(backend, device),

@@ -10,7 +10,7 @@ import traceback
 from pathlib import Path
 from typing import Iterable
 
-from harness.errors import PluginError, RegistryError
+from harness.errors import PluginError, RegistryError, UsageError
 from harness.registry.registry import REGISTRY, load_project_kernels
 
 
@@ -42,6 +42,9 @@ def load_plugin(path: str) -> None:
     except RegistryError as exc:
         del sys.modules[name]
         raise PluginError(f"plugin {path}: {exc}") from None
+    except UsageError:  # already one line that names the file at fault (harness.kernelbench's checks)
+        del sys.modules[name]
+        raise
     except KeyboardInterrupt:  # the user stopped the run: it stops, it is no fault of the plugin
         del sys.modules[name]
         raise

@@ -35,7 +35,7 @@ def health(device: str) -> str | None:
     return None
 
 
-def _entry_data(entry) -> dict:
+def entry_data(entry) -> dict:
     c = entry.contract
     return {
         "kind": entry.kind, "origin": str(entry.origin), "defined_at": entry.defined_at, "plugin": entry.plugin,
@@ -157,7 +157,7 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
                 conn.send({"error": str(exc)})
                 continue
             session = Session(entry.fn, catch=(BaseException,))
-            conn.send({"entry": _entry_data(entry)})
+            conn.send({"entry": entry_data(entry)})
         elif kind == "health":
             conn.send({"problem": health(device)})
         elif kind == "release":
