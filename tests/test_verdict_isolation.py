@@ -78,7 +78,7 @@ import json, sys
 from harness.registry import catalog
 from harness.registry.registry import REGISTRY
 catalog.load([{str(PLUGIN)!r}, "examples/plugins/scaled_tanh.py"], op=None, select="*")
-user = sorted(m for m in sys.modules if m.startswith(("harness_plugin_", "harness_kernelbench_", "kernels")))
+user = sorted(m for m in sys.modules if m.startswith(("plugin_", "user_", "kernels")))
 e = REGISTRY.get("rmsnorm", "forges_verdict")
 print(json.dumps({{"user": user, "forward_only": e.contract.forward_only, "defined_at": e.defined_at,
                    "plugin": e.plugin, "scaled_tanh": list(REGISTRY.op("scaled_tanh").value_checks()),

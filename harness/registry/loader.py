@@ -15,9 +15,10 @@ from harness.registry.registry import REGISTRY, load_project_kernels
 
 
 def module_name(path: str) -> str:
-    """The name a plugin file is imported under (one per resolved path)."""
+    """The name a plugin file is imported under (one per resolved path; naming no harness, which its
+    kernels must not be able to tell: harness.run.neutral)."""
     resolved = str(Path(path).resolve())
-    return f"harness_plugin_{Path(path).stem}_{hashlib.sha1(resolved.encode()).hexdigest()[:8]}"
+    return f"plugin_{Path(path).stem}_{hashlib.sha1(resolved.encode()).hexdigest()[:8]}"
 
 
 def load_plugin(path: str) -> None:
