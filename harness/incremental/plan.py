@@ -88,11 +88,13 @@ def kernel_part(entry) -> dict:
     return {"op": entry.op, "name": entry.name, "closure": entry_closure(entry), "contract": repr(entry.contract)}
 
 
-def kernel_parts(entry, spec, *, backend: str, device: str, settings: dict) -> dict:
-    """A kernel's key parts. A kernel the catalog child described (harness.registry.catalog: the
-    deciding process never imports its module) brings its own kernel and op parts."""
-    from harness.registry.catalog import DESCRIBED
+# (op, kernel) -> {"kernel": ..., "op": ...}: the key parts of a kernel whose module this process
+# never imports, as the catalog child computed them (harness.registry.catalog fills it)
+DESCRIBED: dict[tuple[str, str], dict] = {}
 
+
+def kernel_parts(entry, spec, *, backend: str, device: str, settings: dict) -> dict:
+    """A kernel's key parts; a described kernel's kernel and op parts are the catalog child's."""
     described = DESCRIBED.get((entry.op, entry.name))
     return {
         "engine": engine_closure(),

@@ -50,6 +50,7 @@ def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: 
     ``plugins``, each op they implement; the child's usage errors are raised here as they were
     raised there. Once per set of arguments and process."""
     from harness.execution.worker import entry_view
+    from harness.incremental.plan import DESCRIBED
     from harness.registry.registry import REGISTRY, load_builtin_ops
 
     request = {"plugins": list(plugins), "op": op, "select": select, "case": case}
@@ -65,10 +66,6 @@ def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: 
         REGISTRY.add_described(entry_view(data["op"], data["name"], data))
     DESCRIBED.update({(k["op"], k["name"]): {"kernel": k["key"], "op": reply["ops"][k["op"]]["closure"]}
                       for k in reply["kernels"] if k.get("key") is not None})
-
-
-# (op, kernel) -> the kernel's and its op's parts of the incremental key, as the child computed them
-DESCRIBED: dict[tuple[str, str], dict] = {}
 
 
 def _ask(request: dict) -> dict:
