@@ -81,11 +81,14 @@ def _ask(request: dict) -> dict:
         reply = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
     except ValueError:
         reply = None
-    if done.returncode != 0 or not isinstance(reply, dict):
+    if done.returncode != 0 or not isinstance(reply, dict):  # user code ended it (os._exit at import): no verdict
         from harness.exits import describe_exit
+        from harness.launcher import NO_VERDICT
 
-        raise UsageError(f"loading {', '.join(request['plugins']) or 'the project kernels'} ended the catalog process "
-                         f"({describe_exit(done.returncode)}) without a description of its kernels")
+        print(f"error: loading {', '.join(request['plugins']) or 'the project kernels'} ended before giving a verdict "
+              f"(it {describe_exit(done.returncode)}): the catalog process described no kernel; no verdict "
+              f"(exit {NO_VERDICT})", file=sys.stderr)
+        raise SystemExit(NO_VERDICT)
     return reply
 
 

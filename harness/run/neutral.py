@@ -22,6 +22,7 @@ Grad mode and inference mode are per thread in torch: the runner's call enters t
 
 from __future__ import annotations
 
+import dis
 import os
 import queue
 import sys
@@ -112,14 +113,23 @@ def function(fn: Callable) -> Callable:
     code = getattr(fn, "__code__", None)
     if not isinstance(fn, types.FunctionType) or not code.co_filename.startswith(_HARNESS_DIR + os.sep):
         return fn
-    scope = dict(fn.__globals__, __name__="__main__", __file__=None, __spec__=None, __loader__=None,
-                 __package__=None, __doc__=None)
-    scope.pop("__file__")
+    if _writes_globals(code):  # its module's globals must stay the ones it writes: only the code is renamed
+        scope = fn.__globals__
+    else:  # a snapshot: such a wrapper reads modules and functions there, never state another rebinds
+        scope = dict(fn.__globals__, __name__="__main__", __spec__=None, __loader__=None, __package__=None,
+                     __doc__=None)
+        scope.pop("__file__", None)
     copy = types.FunctionType(code.replace(co_filename=NEUTRAL_FILE), scope, fn.__name__, fn.__defaults__,
                               fn.__closure__)
     copy.__kwdefaults__, copy.__doc__, copy.__qualname__ = fn.__kwdefaults__, None, fn.__name__
     copy.__module__ = "__main__"
     return copy
+
+
+def _writes_globals(code: types.CodeType) -> bool:
+    if any(i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") for i in dis.get_instructions(code)):
+        return True
+    return any(isinstance(c, types.CodeType) and _writes_globals(c) for c in code.co_consts)
 
 
 def _hidden(name: str) -> bool:
