@@ -10,6 +10,7 @@ run's settings. The store also keeps, per kernel, the parts of its latest saved 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from harness.incremental import key as keys
 from harness.incremental.store import Store
@@ -91,6 +92,7 @@ def kernel_part(entry) -> dict:
 # (op, kernel) -> {"kernel": ..., "op": ...}: the key parts of a kernel whose module this process
 # never imports, as the catalog child computed them (harness.registry.catalog fills it)
 DESCRIBED: dict[tuple[str, str], dict] = {}
+FILES: dict[str, str] = {}  # module -> its file, for the modules of those parts (what a rerun names)
 
 
 def kernel_parts(entry, spec, *, backend: str, device: str, settings: dict) -> dict:
@@ -154,7 +156,7 @@ def _changed_modules(old: dict, new: dict) -> set[str]:
 
 def _display(module: str) -> str:
     """A module's file relative to the project (kernels/rmsnorm.py), or its name."""
-    path = keys._file_of(module)
+    path = keys._file_of(module) or (Path(FILES[module]) if module in FILES else None)
     if path is not None:
         return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
     return module

@@ -50,7 +50,7 @@ def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: 
     ``plugins``, each op they implement; the child's usage errors are raised here as they were
     raised there. Once per set of arguments and process."""
     from harness.execution.worker import entry_view
-    from harness.incremental.plan import DESCRIBED
+    from harness.incremental.plan import DESCRIBED, FILES
     from harness.registry.registry import REGISTRY, load_builtin_ops
 
     request = {"plugins": list(plugins), "op": op, "select": select, "case": case}
@@ -66,6 +66,7 @@ def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: 
         REGISTRY.add_described(entry_view(data["op"], data["name"], data))
     DESCRIBED.update({(k["op"], k["name"]): {"kernel": k["key"], "op": reply["ops"][k["op"]]["closure"]}
                       for k in reply["kernels"] if k.get("key") is not None})
+    FILES.update(reply["files"])
 
 
 def _ask(request: dict) -> dict:
@@ -101,6 +102,9 @@ def _checked(reply: dict) -> dict:
         if cls is None or not isinstance(message, str):
             raise UsageError(f"the catalog process reported a malformed error: {str(error)[:200]}")
         raise cls(message)
+    files = reply.get("files")
+    _need(isinstance(files, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()),
+          "the modules' files")
     ops, kernels = reply.get("ops"), reply.get("kernels")
     if not isinstance(ops, dict) or not isinstance(kernels, list):
         raise UsageError("the catalog process's reply lacks its ops or kernels")
@@ -130,6 +134,7 @@ def describe(request: dict) -> dict:
     """The child's answer: load the project's kernels and the plugins, then describe every kernel
     (and, for those ``op``/``select`` choose, the parts of its store key) and the ops they name."""
     from harness.cases.case import Case
+    from harness.incremental import key as keys
     from harness.incremental.plan import kernel_part, op_closure
     from harness.registry import loader
     from harness.registry.registry import REGISTRY
@@ -150,7 +155,9 @@ def describe(request: dict) -> dict:
         spec = REGISTRY.op(name)  # an unknown op: a RegistryError naming the known ones
         ops[name] = {"value_checks": list(spec.value_checks()),
                      "closure": op_closure(spec) if name in chosen_ops else {}}
-    return {"ops": ops, "kernels": kernels}
+    modules = {m for k in kernels if k["key"] for m in k["key"]["closure"]} | {m for o in ops.values() for m in o["closure"]}
+    files = {m: str(path) for m in sorted(modules) if (path := keys._file_of(m)) is not None}
+    return {"ops": ops, "kernels": kernels, "files": files}
 
 
 def main() -> int:
