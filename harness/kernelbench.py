@@ -35,11 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.run import neutral
 
 SEED = 0
 _DECLARED: dict[tuple[str, str | None], Any] = {}
 _PINNED: dict[str, dict] = {}
-SCALING: dict[str, Any] = {}  # this process's problems' sizing (harness.reference.sizing.Scaling) by path  # this process's pinned inputs: original path -> {"copy", "sha256"}
+SCALING: dict[str, Any] = {}  # this process's problems' sizing (harness.reference.sizing.Scaling) by path
 
 
 class Tampered(Exception):
@@ -105,14 +106,14 @@ def _import(path: str, option: str, pins: dict | None = None):
     if not file.is_file():
         raise UsageError(f"{option} {path}: file not found" if not file.exists() else f"{option} {path}: not a file")
     resolved = str(file.resolve())
-    name = f"harness_kernelbench_{file.stem}_{hashlib.sha1(resolved.encode()).hexdigest()[:8]}"
+    name = f"user_{file.stem}_{hashlib.sha1(resolved.encode()).hexdigest()[:8]}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, resolved)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        neutral.call(spec.loader.exec_module, module)  # in a kernel process: nothing in sight names the harness
     except KeyboardInterrupt:
         del sys.modules[name]
         raise
@@ -138,7 +139,7 @@ def _need(module, attr: str, option: str, path: str, what: str):
 
 def _call(what: str, fn, *args):
     try:
-        return fn(*args)
+        return neutral.call(fn, *args)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:
@@ -349,42 +350,35 @@ declare({problem!r}, {candidate!r}, pins={pins!r}, low_precision={low_precision!
 
 
 def use_in_verify(args) -> None:
-    """``--reference`` / ``--candidate``: check both files here (a bad one is one line, exit 2),
-    then verify the candidate as a plugin kernel of the problem's op, and that op only."""
+    """``--reference`` / ``--candidate``: pin both files, then verify the candidate as a plugin
+    kernel of the problem's op, and that op only. Nothing of either file runs in this process (the
+    one that decides): the generated plugin is loaded by the catalog child (a file that fails to
+    import, or lacks Model / ModelNew / get_inputs, is reported from there as one line, exit 2),
+    the judges and the kernel processes."""
     if not (args.reference and args.candidate):
         raise UsageError("--reference and --candidate go together: a KernelBench problem file and a file defining ModelNew")
     if args.op is not None or args.select != "*":
         raise UsageError("--reference/--candidate choose the op and the kernel; leave out --op and --select")
+    from harness.cases.case import GENERATED_PLUGINS
     from harness.run import backend as backends
 
-    backends.select(args.backend)  # before the candidate imports triton
+    backends.select(args.backend)  # before the candidate imports triton (in every process, through the environment)
     problem, candidate = str(Path(args.reference).resolve()), str(Path(args.candidate).resolve())
     for path, option in ((args.reference, "--reference"), (args.candidate, "--candidate")):
-        if not Path(path).is_file():
+        if not Path(path).exists():
             raise UsageError(f"{option} {path}: file not found")
-    from harness.registry.registry import REGISTRY
-
+        if not Path(path).is_file():
+            raise UsageError(f"{option} {path}: not a file")
     out = Path(args.report_dir).resolve() / "kernelbench"
     plugin = out / f"{op_name(problem)}__{kernel_name(candidate)}.py"
     pins = pin([problem, candidate], out / "pinned")  # before any user code runs
     args.pinned = {"reference": {"path": problem, "sha256": pins[problem]["sha256"]},
                    "candidate": {"path": candidate, "sha256": pins[candidate]["sha256"]}}
     low_precision = bool(getattr(args, "low_precision", False))
-    REGISTRY._loading_plugin = str(plugin)  # the kernel is this plugin's, in every process
-    try:
-        op = declare(args.reference, args.candidate, pins, low_precision=low_precision,
-                     detect=False)  # messages name the files as given
-    except Tampered as exc:
-        raise UsageError(str(exc)) from None
-    finally:
-        REGISTRY._loading_plugin = None
-    scaling = SCALING.get(str(Path(args.reference).resolve()))
-    if scaling is not None:
-        args.kernelbench = {"sizes": scaling.record(), "scaling_text": scaling.text()}
-        print(f"verify: {Path(problem).name}: {scaling.text()}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     plugin.write_text(PLUGIN.format(problem=problem, candidate=candidate, pins=pins, low_precision=low_precision))
     _PINNED[str(plugin)] = {"copy": str(plugin), "sha256": sha256(plugin)}  # every process loads it
+    GENERATED_PLUGINS[str(plugin)] = ("--reference", problem, "--candidate", candidate)  # repros name the two files
     args.plugin = [*args.plugin, str(plugin)]
-    args.op = op.name
+    args.op = op_name(problem)
     args.no_cache = True  # the verdict's key follows the plugin's imports, not the two files

@@ -124,9 +124,9 @@ def test_the_registration_checks_the_mapping_and_malformed_ones_are_refused():
 
 def test_both_declarations_reach_the_judge_from_the_kernel_process():
     """The judge rebuilds a kernel's contract from what its kernel process describes."""
-    from harness.execution.worker import _entry as judges_view
-    from harness.run.kernel_server import _entry_data
+    from harness.execution.worker import entry_view as judges_view
+    from harness.run.kernel_server import entry_data
 
     contract = Contract(forward_only=True, inplace={"y": "x"})
-    seen = judges_view("softmax", "k", _entry_data(_entry(contract, "softmax"))).contract
+    seen = judges_view("softmax", "k", entry_data(_entry(contract, "softmax"))).contract
     assert seen.forward_only is True and seen.inplace == {"y": "x"}

@@ -274,5 +274,9 @@ def test_a_candidate_that_rewrites_the_problem_file_gets_no_verdict(tmp_path):
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "tampered" in proc.stderr
     report = json.loads((tmp_path / "out" / "verify.json").read_text())
-    assert report["pinned"]["reference"]["sha256"] == digest and str(problem) in report["tampered"]
+    # the candidate finds the file it rewrites through sys.modules (the pinned copy): no process that
+    # runs it has the command line that names the original
+    pinned = tmp_path / "out" / "kernelbench" / "pinned" / f"problem_{digest[:16]}.py"
+    assert report["pinned"]["reference"]["sha256"] == digest and report["tampered"]
+    assert set(report["tampered"]) <= {str(problem), str(pinned)}, report["tampered"]
     assert not report["passed"] and not any(k["passed"] for k in report["kernels"])

@@ -51,7 +51,7 @@ def stand_in():
     REGISTRY.entries.clear()
     REGISTRY.entries.update(saved)
     for name in set(sys.modules) - plugins:
-        if name.startswith("harness_plugin_stand_in_plugin"):
+        if name.startswith("plugin_stand_in_plugin"):
             del sys.modules[name]
     sys.path.remove(str(FIXTURES))
 

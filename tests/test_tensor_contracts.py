@@ -167,12 +167,12 @@ def test_contract_fields_are_checked():
 def test_the_judge_sees_the_per_tensor_fields_and_limits_the_kernel_process_describes():
     """The judge rebuilds a kernel's contract from what its kernel process describes: per-tensor
     contiguity, unit stride, max_leading_dims and self_limits reach it unchanged."""
-    from harness.execution.worker import _entry as judges_view
+    from harness.execution.worker import entry_view as judges_view
     from harness.registry.registry import KernelEntry
-    from harness.run.kernel_server import _entry_data
+    from harness.run.kernel_server import entry_data
 
     for contract in (Contract(contiguous=("x", "upstream"), unit_stride=("x",), max_leading_dims=1, self_limits=True),
                      Contract(contiguous=True, forward_only=True)):
         entry = KernelEntry("softmax", "k", torch_softmax, contract, "kernel", "test", "tests/test_tensor_contracts.py")
-        seen = judges_view("softmax", "k", _entry_data(entry)).contract
+        seen = judges_view("softmax", "k", entry_data(entry)).contract
         assert seen == contract and seen.describe() == contract.describe()

@@ -89,8 +89,10 @@ def settle_report_dir(args: argparse.Namespace) -> None:
         args.report_dir = REPRO_REPORT_DIR if args.case else DEFAULT_REPORT_DIR
 
 
-def prepare(args: argparse.Namespace) -> backends.Backend:
-    """Choose the backend (before triton is imported), then load ops, kernels and plugins."""
+def prepare(args: argparse.Namespace, *, described: bool = False) -> backends.Backend:
+    """Choose the backend (before triton is imported), then load ops, kernels and plugins; with
+    ``described``, learn them from a catalog child instead (harness.registry.catalog): this
+    process then imports no user code."""
     backend = backends.select(args.backend)
     from harness.registry import loader
     from harness.settings import PROJECT_ROOT
@@ -99,7 +101,12 @@ def prepare(args: argparse.Namespace) -> backends.Backend:
         args.plugin = [str(Path(p).resolve()) for p in args.plugin]
     from harness.registry.registry import REGISTRY
 
-    loader.load_all(plugins=args.plugin)
+    if described:
+        from harness.registry import catalog
+
+        catalog.load(args.plugin, op=args.op, select=args.select, case=getattr(args, "case", None))
+    else:
+        loader.load_all(plugins=args.plugin)
     if args.op is not None:
         REGISTRY.op(args.op)  # raises a RegistryError naming the known ops
     return backend

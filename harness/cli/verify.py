@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 from harness.cli import common
 from harness.errors import UsageError
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, None)
     if args.max_drift_ulps is not None and args.max_drift_ulps < 0:
         raise UsageError(f"--max-drift-ulps must be >= 0, got {args.max_drift_ulps}")
-    common.prepare(args)  # the head's kernels, before the base's are loaded beside them
+    common.prepare(args)  # the head's kernels, before the base's are loaded beside them (here: see docs/guarantees.md)
     from harness.baseline.session import baseline
     from harness.registry.registry import REGISTRY, Origin
 
@@ -88,9 +89,24 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, plan)
 
 
+def _sizing(args: argparse.Namespace) -> None:
+    """A --reference problem's sizes as the catalog child fitted them (harness.reference.sizing):
+    printed, and kept for verify.json's ``kernelbench``."""
+    if not getattr(args, "reference", None):
+        return
+    from harness.registry import catalog
+
+    found = catalog.KERNELBENCH.get(str(Path(args.reference).resolve()))
+    if found is not None:
+        args.kernelbench = found
+        print(f"verify: {Path(args.reference).name}: {found['scaling_text']}", flush=True)
+
+
 def _run(args: argparse.Namespace, plan: dict | None) -> int:
     started = time.monotonic()
-    backend = common.prepare(args)
+    # no plugin, problem or candidate is imported here (a --baseline run loads the base revision's beside the head's)
+    backend = common.prepare(args, described=plan is None)
+    _sizing(args)
     from harness.execution.jobs import JobStatus, run_jobs
     from harness.execution.progress import Progress
     from harness.incremental import costs

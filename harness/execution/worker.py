@@ -77,16 +77,18 @@ class _RemoteRule:
         self.process = process
 
     def __call__(self, *args):
+        if self.process is None:  # the deciding process's view (harness.registry.catalog): it never asks
+            raise RuntimeError(f"Contract(rule={self.__qualname__}) is answered by the kernel process only")
         return self.process.rule(args)
 
 
-def _entry(op: str, name: str, data: dict, process=None):
+def entry_view(op: str, name: str, data: dict, process=None):
     """The judge's view of a registered entry: what the kernel process said, without the function."""
     from harness.registry.registry import Contract, KernelEntry
     from properties.strategies import dtype_from_name
 
     c = data["contract"]
-    rule = _RemoteRule(c["rule"], process) if c.get("rule") and process is not None else None
+    rule = _RemoteRule(c["rule"], process) if c.get("rule") else None
     contiguous = c["contiguous"] if isinstance(c["contiguous"], bool) else tuple(c["contiguous"])
     contract = Contract(dtypes=tuple(dtype_from_name(d) for d in c["dtypes"]) if c["dtypes"] is not None else None,
                         max_n=c["max_n"], contiguous=contiguous, deterministic=c["deterministic"],
@@ -108,7 +110,7 @@ def run_job(job: dict, index: int, out: _Out, be, process) -> None:
     from harness.run.suite import run_suite
 
     spec = _op_spec(job)
-    entry = _entry(job["op"], job["kernel"], process.bind(job["op"], job["kernel"]), process)
+    entry = entry_view(job["op"], job["kernel"], process.bind(job["op"], job["kernel"]), process)
 
     def on_start(case):
         out.case_id = case.id

@@ -10,6 +10,7 @@ run's settings. The store also keeps, per kernel, the parts of its latest saved 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from harness.incremental import key as keys
 from harness.incremental.store import Store
@@ -83,11 +84,24 @@ def engine_closure() -> dict:
     return parts
 
 
+def kernel_part(entry) -> dict:
+    """The kernel's part of its key: its name, module closure and contract."""
+    return {"op": entry.op, "name": entry.name, "closure": entry_closure(entry), "contract": repr(entry.contract)}
+
+
+# (op, kernel) -> {"kernel": ..., "op": ...}: the key parts of a kernel whose module this process
+# never imports, as the catalog child computed them (harness.registry.catalog fills it)
+DESCRIBED: dict[tuple[str, str], dict] = {}
+FILES: dict[str, str] = {}  # module -> its file, for the modules of those parts (what a rerun names)
+
+
 def kernel_parts(entry, spec, *, backend: str, device: str, settings: dict) -> dict:
+    """A kernel's key parts; a described kernel's kernel and op parts are the catalog child's."""
+    described = DESCRIBED.get((entry.op, entry.name))
     return {
         "engine": engine_closure(),
-        "kernel": {"op": entry.op, "name": entry.name, "closure": entry_closure(entry), "contract": repr(entry.contract)},
-        "op": op_closure(spec),
+        "kernel": described["kernel"] if described else kernel_part(entry),
+        "op": described["op"] if described else op_closure(spec),
         "harness": keys.harness_source(),
         "environment": keys.environment(backend, device),
         "settings": settings,
@@ -142,7 +156,7 @@ def _changed_modules(old: dict, new: dict) -> set[str]:
 
 def _display(module: str) -> str:
     """A module's file relative to the project (kernels/rmsnorm.py), or its name."""
-    path = keys._file_of(module)
+    path = keys._file_of(module) or (Path(FILES[module]) if module in FILES else None)
     if path is not None:
         return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
     return module
@@ -196,7 +210,7 @@ def train_plan(entry, store: Store, *, backend: str, settings: dict) -> Plan:
     model, data, reference path and conditions), the harness, the environment and the options."""
     device = "cuda" if backend == "cuda" else "cpu"
     parts = {
-        "kernel": {"op": entry.op, "name": entry.name, "closure": entry_closure(entry), "contract": repr(entry.contract)},
+        "kernel": kernel_part(entry),
         "engine": dict(keys.closure("harness.workflows.training")),
         "harness": keys.harness_source(),
         "environment": keys.environment(backend, device),

@@ -162,8 +162,10 @@ class Session:
     forward for the backward, times each call. Never raises for what the kernel does
     (``catch``: the exceptions turned into a KernelError; the kernel process catches all)."""
 
-    def __init__(self, fn: Callable, catch: tuple[type[BaseException], ...] = (Exception, SystemExit)):
-        self.fn, self.catch = fn, catch
+    def __init__(self, fn: Callable, catch: tuple[type[BaseException], ...] = (Exception, SystemExit),
+                 grad: Callable = torch.autograd.grad):
+        # grad: what takes the backward (the kernel process's goes through harness.run.neutral, as fn does)
+        self.fn, self.catch, self.grad = fn, catch, grad
         self.args: tuple = ()
         self.leaves: list = []
         self.out: Any = None
@@ -212,7 +214,7 @@ class Session:
 
         def call():
             poison_allocator(device, _nbytes(self.leaves))
-            return _gradients(self.out, self.leaves, grad_wrt, upstream)
+            return _gradients(self.out, self.leaves, grad_wrt, upstream, self.grad)
 
         return self._timed(call, device)
 
@@ -270,7 +272,7 @@ class Session:
         replies = [a_fwd, self._timed(inference, device), self.forward(self.args, grad_wrt_b)]
         grads_a: tuple = ()
         if grad_wrt and replies[-1].error is None:
-            replies.append(self._timed(lambda: _gradients(out_a, leaves_a, grad_wrt, earlier_upstream), device))
+            replies.append(self._timed(lambda: _gradients(out_a, leaves_a, grad_wrt, earlier_upstream, self.grad), device))
             grads_a = replies[-1].value if replies[-1].error is None else ()
             if replies[-1].error is None and grad_wrt_b:
                 replies.append(self.backward(grad_wrt_b, upstream))
@@ -344,7 +346,7 @@ class Session:
                                                                        else a for a in leaves]):
                 if isinstance(a, torch.Tensor):
                     a.copy_(v)
-        bwd = self._timed(lambda: _gradients(out, leaves, grad_wrt, upstream), device)
+        bwd = self._timed(lambda: _gradients(out, leaves, grad_wrt, upstream, self.grad), device)
         value = _RAISED if bwd.error is not None else bwd.value
         return Reply(value, bwd.error, fwd.kernel_s + bwd.kernel_s, fwd.compile_s + bwd.compile_s)
 
@@ -367,7 +369,8 @@ def _copies(args: tuple, grad_wrt: tuple[int, ...]) -> list:
     return [a.requires_grad_(True) if i in grad_wrt else a for i, a in enumerate(copies)]
 
 
-def _gradients(out: Any, leaves, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None) -> tuple:
+def _gradients(out: Any, leaves, grad_wrt: tuple[int, ...], upstream: torch.Tensor | None,
+               grad: Callable = torch.autograd.grad) -> tuple:
     """The gradients of ``out`` for the leaves at ``grad_wrt`` (None where unused), graphs dropped.
     Several outputs (a tuple, ``upstream`` one per output): the outputs that require grad, each
     with its own upstream gradient (one that does not contributes nothing, as in torch)."""
@@ -378,7 +381,7 @@ def _gradients(out: Any, leaves, grad_wrt: tuple[int, ...], upstream: torch.Tens
             raise TypeError("no output requires grad: the kernel is not differentiable through autograd")
     elif not isinstance(out, torch.Tensor) or not out.requires_grad:
         raise TypeError("the output does not require grad: the kernel is not differentiable through autograd")
-    grads = torch.autograd.grad(out, [leaves[i] for i in grad_wrt], grad_outputs=upstream, allow_unused=True)
+    grads = grad(out, [leaves[i] for i in grad_wrt], grad_outputs=upstream, allow_unused=True)
     return tuple(output_of(g) if g is not None else None for g in grads)
 
 

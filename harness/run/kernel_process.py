@@ -102,7 +102,7 @@ class KernelProcess:
         ctx = mp.get_context("spawn")
         mine, theirs = ctx.Pipe()
         self.proc = ctx.Process(target=kernel_server.serve, args=(theirs, self.plugins, self.extra_modules, self.library),
-                                daemon=True, name="harness-kernel")
+                                daemon=True)  # no name: the code it runs must not see one (harness.run.neutral)
         with _bare_main():
             self.proc.start()
         theirs.close()

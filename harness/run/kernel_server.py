@@ -7,12 +7,16 @@ its contract and description), ``contract_call``, ``forward``, ``backward``, ``r
 tensors and return the cached GPU memory), ``exit``. Every kernel call
 is wrapped in ``except BaseException``: ``sys.exit``, ``KeyboardInterrupt`` and the like
 come back as the kernel's error; what cannot be caught (``os._exit``, a signal) ends the
-process, and the judge sees how.
+process, and the judge sees how. The user's code runs where nothing names the harness
+(harness.run.neutral): environment and argv scrubbed before it is imported, every kernel call
+and backward on a neutral thread with the harness's modules out of ``sys.modules``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 from typing import Any
 
 from harness.orphans import die_with_parent
@@ -35,7 +39,7 @@ def health(device: str) -> str | None:
     return None
 
 
-def _entry_data(entry) -> dict:
+def entry_data(entry) -> dict:
     c = entry.contract
     return {
         "kind": entry.kind, "origin": str(entry.origin), "defined_at": entry.defined_at, "plugin": entry.plugin,
@@ -99,16 +103,31 @@ def _load(plugins, extra_modules, library) -> str:
         import torch.multiprocessing  # noqa: F401  (registers the tensor reductions used by replies)
 
         from harness.registry import loader
-        from harness.run import backend, compile_clock, oob
+        from harness.run import backend, compile_clock, neutral, oob
 
         if backend.current().is_interpreter:
             oob.install()
             poison_fresh_memory()
         compile_clock.install()
-        loader.load_all(plugins=plugins, extra_modules=extra_modules, library=library)
+        harness_env = neutral.scrub_environment()  # before any user code: it sees none of the harness
+        neutral.scrub_argv()
+        neutral.install()
+        with _environment(harness_env):  # the harness's own modules (a base revision's autoload) read theirs
+            loader.load_all(extra_modules=extra_modules)
+        loader.load_all(plugins=plugins, library=library)
     except BaseException as exc:  # user code at import time: report it, the judge fails the job
         return f"{type(exc).__name__}: {exc}"
     return ""
+
+
+@contextlib.contextmanager
+def _environment(variables: dict[str, str]):
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name in variables:
+            os.environ.pop(name, None)
 
 
 def poison_fresh_memory() -> None:
@@ -133,8 +152,10 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
     conn.send({"ready": not problem, "error": problem})
     if problem:
         return
+    import torch
+
     from harness.registry.registry import REGISTRY
-    from harness.run import backend
+    from harness.run import backend, neutral
     from harness.run.kernel_host import Session
 
     device = backend.current().device
@@ -156,8 +177,11 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
                 entry = None
                 conn.send({"error": str(exc)})
                 continue
-            session = Session(entry.fn, catch=(BaseException,))
-            conn.send({"entry": _entry_data(entry)})
+            # a kernel under test runs where nothing names the harness; a mutant is the harness's own
+            # code (its first call may build it through the registry), called as before
+            through = neutral.bind if entry.kind == "kernel" else _direct
+            session = Session(through(entry.fn), catch=(BaseException,), grad=through(torch.autograd.grad))
+            conn.send({"entry": entry_data(entry)})
         elif kind == "health":
             conn.send({"problem": health(device)})
         elif kind == "release":
@@ -168,6 +192,10 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
             conn.send(_rule(entry, *payload))
         else:
             _send(conn, _answer(getattr(session, kind)(*payload), entry.fn))
+
+
+def _direct(fn):
+    return fn
 
 
 def _release(entry) -> None:

@@ -1,0 +1,186 @@
+"""What the plugins register, learnt without importing them: ``python -m harness.registry.catalog``.
+
+The process that decides a run (``verify``: the records' verdicts, verify.json, the exit status)
+imports no user code, so no plugin, KernelBench problem or candidate can patch it. What it needs
+of that code (the kernels and their ops, each kernel's contract, file and line, the closures of
+the incremental store's key, each op's value checks) comes from a short-lived child that loads
+the plugins, answers one JSON request on stdin with one JSON reply, and exits. The reply is
+checked field by field (``_checked``) and becomes the parent's registry: each kernel as the
+judge sees it (``harness.execution.worker.entry_view``: no function), each op the parent cannot
+load itself (a plugin's) as a ``DescribedOp``. User code still runs, only elsewhere: in this
+child, in the judges that need a plugin's op declaration, and in the kernel processes.
+
+The child's standard output is the reply alone: whatever the plugins print goes to stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+from harness.errors import HarnessError, PluginError, RegistryError, UsageError
+
+# the errors the child may report, re-raised in the parent as the same class (one line, exit 2)
+_ERRORS = {cls.__name__: cls for cls in (UsageError, PluginError, RegistryError)}
+_CACHE: dict[str, dict] = {}
+KERNELBENCH: dict[str, dict] = {}  # a --reference problem's sizing by path, as the child declared it
+
+
+@dataclasses.dataclass(frozen=True)
+class DescribedOp:
+    """An op a plugin declares, as the deciding process knows it: its name, its value checks
+    (each must be compared once for a verdict) and its declaration's closure (the store's key).
+    Its cases are the judge's business; a ``--case`` of it was validated by the child."""
+
+    name: str
+    checks: tuple[str, ...]
+    closure: dict
+
+    def value_checks(self) -> tuple[str, ...]:
+        return self.checks
+
+    def validate_case(self, case) -> None:
+        """Checked by the catalog child against the real declaration (``describe``'s ``case``)."""
+
+
+def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: str | None = None) -> None:
+    """Fill this process's registry from a catalog child: every kernel of the project and of
+    ``plugins``, each op they implement; the child's usage errors are raised here as they were
+    raised there. Once per set of arguments and process."""
+    from harness.execution.worker import entry_view
+    from harness.incremental.plan import DESCRIBED, FILES
+    from harness.registry.registry import REGISTRY, load_builtin_ops
+
+    request = {"plugins": list(plugins), "op": op, "select": select, "case": case}
+    key = json.dumps(request, sort_keys=True)
+    if key not in _CACHE:
+        _CACHE[key] = _checked(_ask(request))
+    reply = _CACHE[key]
+    load_builtin_ops()  # the project's op specs: harness code, never a plugin's
+    for name, data in reply["ops"].items():
+        if name not in REGISTRY.ops:
+            REGISTRY.add_op(DescribedOp(name, tuple(data["value_checks"]), data["closure"]))
+    for data in reply["kernels"]:
+        REGISTRY.add_described(entry_view(data["op"], data["name"], data))
+    DESCRIBED.update({(k["op"], k["name"]): {"kernel": k["key"], "op": reply["ops"][k["op"]]["closure"]}
+                      for k in reply["kernels"] if k.get("key") is not None})
+    FILES.update(reply["files"])
+    KERNELBENCH.update(reply.get("kernelbench") or {})
+
+
+def _ask(request: dict) -> dict:
+    from harness.settings import PROJECT_ROOT
+
+    try:  # started as the judges are (harness.execution.workers): the backend is in the environment
+        done = subprocess.run([sys.executable, "-m", "harness.registry.catalog"], input=json.dumps(request),
+                              capture_output=True, text=True, cwd=PROJECT_ROOT)
+    except OSError as exc:
+        raise HarnessError(f"the catalog process could not start: {exc}") from None
+    sys.stderr.write(done.stderr)  # the plugins' own output, and any traceback of the child
+    try:
+        reply = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+    except ValueError:
+        reply = None
+    if done.returncode != 0 or not isinstance(reply, dict):  # user code ended it (os._exit at import): no verdict
+        from harness.exits import describe_exit
+        from harness.launcher import NO_VERDICT
+
+        print(f"error: loading {', '.join(request['plugins']) or 'the project kernels'} ended before giving a verdict "
+              f"(it {describe_exit(done.returncode)}): the catalog process described no kernel; no verdict "
+              f"(exit {NO_VERDICT})", file=sys.stderr)
+        raise SystemExit(NO_VERDICT)
+    return reply
+
+
+def _checked(reply: dict) -> dict:
+    """The child's reply, every field of the expected type; an error it reported, raised."""
+    error = reply.get("error")
+    if error is not None:
+        cls = _ERRORS.get(error.get("type")) if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        if cls is None or not isinstance(message, str):
+            raise UsageError(f"the catalog process reported a malformed error: {str(error)[:200]}")
+        raise cls(message)
+    files = reply.get("files")
+    _need(isinstance(files, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()),
+          "the modules' files")
+    ops, kernels = reply.get("ops"), reply.get("kernels")
+    if not isinstance(ops, dict) or not isinstance(kernels, list):
+        raise UsageError("the catalog process's reply lacks its ops or kernels")
+    for name, data in ops.items():
+        _need(isinstance(name, str) and name and isinstance(data, dict), f"op {name!r}")
+        _need(isinstance(data.get("value_checks"), list) and all(isinstance(c, str) and c for c in data["value_checks"])
+              and data["value_checks"], f"op {name!r}'s value checks")
+        _need(isinstance(data.get("closure"), dict), f"op {name!r}'s closure")
+    for k in kernels:
+        _need(isinstance(k, dict) and all(isinstance(k.get(f), str) and k.get(f) for f in ("op", "name", "kind", "origin",
+              "defined_at")), f"kernel {str(k)[:80]}")
+        _need(k["op"] in ops, f"kernel {k['name']!r}: its op {k['op']!r} is not described")
+        _need(k["kind"] in ("kernel", "mutant"), f"kernel {k['name']!r}'s kind")
+        _need(isinstance(k.get("contract"), dict) and isinstance(k.get("meta"), dict)
+              and isinstance(k.get("description"), str) and (k.get("plugin") is None or isinstance(k["plugin"], str)),
+              f"kernel {k['name']!r}'s contract")
+        _need(k.get("key") is None or isinstance(k["key"], dict), f"kernel {k['name']!r}'s key")
+    sizing = reply.get("kernelbench", {})
+    _need(isinstance(sizing, dict) and all(isinstance(p, str) and isinstance(v, dict)
+                                          and isinstance(v.get("sizes"), dict) and isinstance(v.get("scaling_text"), str)
+                                          for p, v in sizing.items()), "the problems' sizing")
+    return reply
+
+
+def _need(ok: bool, what: str) -> None:
+    if not ok:
+        raise UsageError(f"the catalog process's reply is malformed: {what}")
+
+
+def describe(request: dict) -> dict:
+    """The child's answer: load the project's kernels and the plugins, then describe every kernel
+    (and, for those ``op``/``select`` choose, the parts of its store key) and the ops they name."""
+    from harness.cases.case import Case
+    from harness.incremental import key as keys
+    from harness.incremental.plan import kernel_part, op_closure
+    from harness.registry import loader
+    from harness.registry.registry import REGISTRY
+    from harness.run.kernel_server import entry_data
+
+    loader.load_all(plugins=request["plugins"])
+    chosen = {(e.op, e.name) for e in REGISTRY.select(op=request["op"], kind="kernel", pattern=request["select"])}
+    kernels = [dict(entry_data(e), op=e.op, name=e.name, key=kernel_part(e) if (e.op, e.name) in chosen else None)
+               for e in REGISTRY.select(kind="kernel")]
+    names = {e.op for e in REGISTRY.select(kind="kernel")} | ({request["op"]} if request["op"] else set())
+    if request["case"]:
+        case = Case.parse(request["case"])
+        REGISTRY.op(case.op).validate_case(case)  # a malformed case is bad usage (exit 2), not a kernel failure
+        names.add(case.op)
+    chosen_ops = {op for op, _ in chosen} | ({request["op"]} if request["op"] else set())
+    ops = {}
+    for name in sorted(names):
+        spec = REGISTRY.op(name)  # an unknown op: a RegistryError naming the known ones
+        ops[name] = {"value_checks": list(spec.value_checks()),
+                     "closure": op_closure(spec) if name in chosen_ops else {}}
+    modules = {m for k in kernels if k["key"] for m in k["key"]["closure"]} | {m for o in ops.values() for m in o["closure"]}
+    files = {m: str(path) for m in sorted(modules) if (path := keys._file_of(m)) is not None}
+    kb = sys.modules.get("harness.kernelbench")  # a --reference problem, sized where it was declared
+    sizing = {p: {"sizes": s.record(), "scaling_text": s.text()} for p, s in (kb.SCALING.items() if kb else ())}
+    return {"ops": ops, "kernels": kernels, "files": files, "kernelbench": sizing}
+
+
+def main() -> int:
+    reply_to = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # the plugins' prints go to stderr: stdout carries the reply alone
+    request = json.loads(sys.stdin.read())
+    try:
+        reply = describe(request)
+    except HarnessError as exc:
+        name = type(exc).__name__ if type(exc).__name__ in _ERRORS else "UsageError"
+        reply = {"error": {"type": name, "message": str(exc)}}
+    reply_to.write(json.dumps(reply, default=str) + "\n")
+    reply_to.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
