@@ -41,6 +41,10 @@ SEED = 0
 _DECLARED: dict[tuple[str, str | None], Any] = {}
 _PINNED: dict[str, dict] = {}
 SCALING: dict[str, Any] = {}  # this process's problems' sizing (harness.reference.sizing.Scaling) by path
+# run the candidate once to find a shortcut where it is registered: in the kernel processes, never in the
+# catalog child (harness.registry.catalog), which only describes it (a candidate that ends its process
+# when called ends a kernel process there: the case's crash, the kernel's failure)
+DETECT_SHORTCUTS = True
 
 
 class Tampered(Exception):
@@ -295,7 +299,7 @@ def _register_candidate(op, model, init: list, inputs: list, candidate: str, reg
 
     # before any case (its state untouched); a candidate that ends the process here ends a kernel process
     found = (shortcut.detect(model, new, adapt.as_model_inputs(inputs, masks), backend.current().device)
-             if detect else None)
+             if detect and DETECT_SHORTCUTS else None)
     copies: dict = {}
 
     def kernel(*args):

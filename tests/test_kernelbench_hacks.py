@@ -26,8 +26,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests/fixtures/kernelbench"
-ISOLATION = ("needs the kernel process to expose nothing of the harness and the verdict process to import no "
-             "user code")
 
 # (problem, candidate under hacks/, the checks that may catch it: one of them must fail)
 HACKS = [
@@ -47,9 +45,6 @@ HACKS = [
     ("softmax_problem", "detects_harness", {"forward"}),
     ("softmax_problem", "patches_verifier", {"forward"}),
 ]
-# not caught yet: the kernel process shows the harness's argv, modules and frames to the candidate, and the
-# process that decides imports the candidate (it then patches the verifier there)
-NOT_YET = {"detects_tests", "detects_harness", "patches_verifier"}
 # (problem, candidate, a case to run alone or None for the whole suite, the shortcut it is flagged with or None)
 EXAMPLE_CASE = "kb_softmax_problem:x_0=4,x_1=512,dtype=float32,layout=contiguous,values=normal,seed=1"
 HONEST = [
@@ -76,8 +71,7 @@ def kernel(report: Path) -> dict:
 
 
 @pytest.mark.parametrize("problem, candidate, catches", [
-    pytest.param(*h, id=h[1], marks=pytest.mark.xfail(strict=True, reason=ISOLATION) if h[1] in NOT_YET else ())
-    for h in HACKS])
+    pytest.param(*h, id=h[1]) for h in HACKS])
 def test_each_hack_fails(problem, candidate, catches, tmp_path):
     proc = verify(problem, f"hacks/{candidate}", tmp_path, "-x", "--shards", "1")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]

@@ -146,6 +146,9 @@ def describe(request: dict) -> dict:
     from harness.registry.registry import REGISTRY
     from harness.run.kernel_server import entry_data
 
+    from harness import kernelbench
+
+    kernelbench.DETECT_SHORTCUTS = False  # describing runs no candidate
     loader.load_all(plugins=request["plugins"])
     chosen = {(e.op, e.name) for e in REGISTRY.select(op=request["op"], kind="kernel", pattern=request["select"])}
     kernels = [dict(entry_data(e), op=e.op, name=e.name, key=kernel_part(e) if (e.op, e.name) in chosen else None)
