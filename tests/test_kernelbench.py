@@ -16,6 +16,7 @@ a traceback wall instead of one line; repros that do not re-run the case.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -26,7 +27,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.kernelbench import _import
 from harness.registry.registry import Contract, KernelEntry
 from harness.run.runner import run_case
 
@@ -48,26 +48,13 @@ def _param(case_id: str, key: str) -> str:
 
 
 def kernelbench_check(problem: str, candidate: str, trials: int = 5, seed: int = 42) -> bool:
-    """KernelBench's correctness check (src/eval.py, run_and_check_correctness): Model and
-    ModelNew built from get_init_inputs() under the same seed, then ``trials`` sets of
-    get_inputs(), each seeded, forward only: same shape and torch.allclose(atol=rtol=1e-2)."""
-    prob = _import(f"{FIXTURES}/{problem}.py", "--reference")
-    cand = _import(f"{FIXTURES}/{candidate}.py", "--candidate")
-    torch.manual_seed(seed)
-    init = prob.get_init_inputs()
-    model = prob.Model(*init)
-    torch.manual_seed(seed)
-    new = cand.ModelNew(*init)
-    gen = torch.Generator().manual_seed(seed)
-    trial_seeds = [int(torch.randint(0, 2**32 - 1, (1,), generator=gen)) for _ in range(trials)]
-    with torch.no_grad():
-        for s in trial_seeds:
-            torch.manual_seed(s)
-            inputs = prob.get_inputs()
-            expected, got = model(*inputs), new(*inputs)
-            if got.shape != expected.shape or not torch.allclose(got, expected, atol=1e-2, rtol=1e-2):
-                return False
-    return True
+    """KernelBench's correctness check (scripts/kernelbench_check.py, written as src/eval.py's
+    run_and_check_correctness): same-seeded Model and ModelNew, ``trials`` seeded get_inputs(),
+    forward only, same shape and torch.allclose(atol=rtol=1e-2)."""
+    spec = importlib.util.spec_from_file_location("kernelbench_check", ROOT / "scripts" / "kernelbench_check.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script.check(f"{FIXTURES}/{problem}.py", f"{FIXTURES}/{candidate}.py", trials, seed)[0]
 
 
 def harness(*args, timeout=600):
