@@ -73,11 +73,26 @@ def pin(paths: list[str], where: Path) -> dict[str, dict]:
     return pins
 
 
+def pin_in_place(paths: list[str]) -> list[dict]:
+    """Hash each plugin file once, before any user code runs (a plugin may import files beside it,
+    so it is loaded where it lies): verify.json records the hashes, and a file that changed by the
+    end of the run ends it as tampered, as a pinned problem does."""
+    pins = []
+    for path in paths:
+        file = Path(path).resolve()
+        if not file.is_file():
+            continue  # the loader says so, in one line
+        digest = sha256(file)
+        _PINNED[str(file)] = {"copy": str(file), "sha256": digest}
+        pins.append({"path": str(file), "sha256": digest})
+    return pins
+
+
 def tampered() -> list[str]:
     """The pinned files (originals and copies) whose content changed since the run started."""
     out = []
     for original, p in _PINNED.items():
-        for path in (original, p["copy"]):
+        for path in dict.fromkeys((original, p["copy"])):
             try:
                 same = sha256(path) == p["sha256"]
             except OSError:

@@ -9,6 +9,7 @@ process with the verify command loaded.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -103,3 +104,27 @@ def test_a_plugin_that_fails_to_import_is_one_line_from_the_catalog(tmp_path):
                 tmp_path / "marker")
     assert proc.returncode == 2, proc.stderr
     assert "failed to import (line 1): RuntimeError: no GPU here" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_plugin_file_is_pinned_and_one_that_changes_during_the_run_gets_no_verdict(tmp_path):
+    # a plugin file is hashed before any user code runs; verify.json records the hash, and a file
+    # that changed on disk by the end of the run ends it as tampered (exit 3), never as a verdict
+    plugin = tmp_path / "rewrites_itself_plugin.py"
+    plugin.write_text((ROOT / "tests/fixtures/isolation/rewrites_itself_plugin.py").read_text())
+    before = hashlib.sha256(plugin.read_bytes()).hexdigest()
+    out = tmp_path / "out"
+    proc = _run(["verify", "--plugin", str(plugin), "--case", CASE, "--report-dir", str(out)], tmp_path / "m")
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "tampered" in proc.stdout + proc.stderr
+    report = json.loads((out / "verify.json").read_text())
+    assert report["pinned"]["plugins"] == [{"path": str(plugin.resolve()), "sha256": before}]
+    assert str(plugin.resolve()) in report["tampered"]
+
+
+def test_an_untouched_plugin_file_is_pinned_and_judged(tmp_path):
+    out = tmp_path / "out"
+    proc = _run(["verify", "--plugin", str(PLUGIN), "--case", CASE, "--report-dir", str(out)], tmp_path / "m")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # its zeros: an honest FAIL
+    report = json.loads((out / "verify.json").read_text())
+    assert report["pinned"]["plugins"][0]["sha256"] == hashlib.sha256(PLUGIN.read_bytes()).hexdigest()
+    assert "tampered" not in report

@@ -70,10 +70,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.reference is not None or args.candidate is not None:
-        from harness import kernelbench
+    from harness import kernelbench
 
+    plugins = kernelbench.pin_in_place(args.plugin)  # before any user code runs
+    if args.reference is not None or args.candidate is not None:
         kernelbench.use_in_verify(args)  # the problem's op and the candidate as a plugin kernel of it
+    if plugins:
+        args.pinned = {**(getattr(args, "pinned", None) or {}), "plugins": plugins}
     if args.baseline is None:
         if args.max_drift_ulps is not None or args.require_bitwise:
             raise UsageError("--max-drift-ulps and --require-bitwise compare with a base revision: add --baseline REV")
@@ -359,8 +362,9 @@ def _report(args: argparse.Namespace, plan: dict | None, backend, kernels: list,
 
 
 def _tampered(args: argparse.Namespace, header: dict) -> list[str]:
-    """--reference/--candidate: the pinned files' hashes into verify.json, and those that changed on
-    disk during the run (a verdict on them would be on other code than was given: none is given)."""
+    """The pinned files' hashes (--plugin files, --reference/--candidate) into verify.json, and
+    those that changed on disk during the run (a verdict on them would be on other code than was
+    given: none is given)."""
     if not getattr(args, "pinned", None):
         return []
     from harness import kernelbench
