@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pickle
 import sys
 import types
@@ -70,6 +71,20 @@ def _bare_main():
         sys.modules["__main__"] = main
 
 
+@contextlib.contextmanager
+def _environment_aside():
+    """The harness's variables out of the environment the kernel process starts with (what its
+    /proc/self/environ shows the code it runs, whatever os.environ says later); handed to it
+    through its arguments instead (harness.run.neutral)."""
+    from harness.run import neutral
+
+    removed = neutral.scrub_environment()
+    try:
+        yield removed
+    finally:
+        os.environ.update(removed)
+
+
 class KernelProcess:
     """The judge's handle on the kernel process of one set of plugins and modules.
 
@@ -101,9 +116,9 @@ class KernelProcess:
         fit_socket_dir()
         ctx = mp.get_context("spawn")
         mine, theirs = ctx.Pipe()
-        self.proc = ctx.Process(target=kernel_server.serve, args=(theirs, self.plugins, self.extra_modules, self.library),
-                                daemon=True)  # no name: the code it runs must not see one (harness.run.neutral)
-        with _bare_main():
+        with _bare_main(), _environment_aside() as environ:
+            self.proc = ctx.Process(target=kernel_server.serve, daemon=True,  # no name: the code it runs must not
+                                    args=(theirs, self.plugins, self.extra_modules, self.library, environ))  # see one
             self.proc.start()
         theirs.close()
         self.conn = mine

@@ -143,7 +143,8 @@ def poison_fresh_memory() -> None:
 
 
 def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
-          library: tuple[tuple[str, ...], str] = ((), "*")) -> None:
+          library: tuple[tuple[str, ...], str] = ((), "*"), environ: dict[str, str] | None = None) -> None:
+    os.environ.update(environ or {})  # the harness's variables, kept out of the environment it was started with
     die_with_parent()  # no kernel process outlives its judge
     from harness.run.socket_dir import fit_socket_dir
 
