@@ -31,17 +31,25 @@ def values(
 
 
 class Snapshot:
-    """The bytes of every storage behind the given tensors, padding of views included."""
+    """The bytes of every storage behind the given tensors, padding of views included. A storage
+    of more than ``COMPACT_BYTES`` that holds one fill value but for a few elements (an
+    index-width case's: about 2**31 elements of NaN or -1 around a small view) is kept as that
+    value plus the other elements' positions and values (``_Sparse``), not as a copy: with the
+    17 GB copy of a target's storage, a cross-entropy case found no room on an 80 GB H100 beside
+    the other workers (docs/gpu-runs.md, run 69)."""
 
     def __init__(self, named: Sequence[tuple[str, torch.Tensor]]):
         self.named = [(n, t) for n, t in named if isinstance(t, torch.Tensor)]
-        self.saved = [t.untyped_storage().clone() for _, t in self.named]
+        self.saved = [_Sparse.of(t) or t.untyped_storage().clone() for _, t in self.named]
 
     def changes(self, skip: Sequence[str] = ()) -> list[str]:
         """What changed, per tensor; ``skip``: names written by design (Contract(inplace=...))."""
         out = []
         for (name, t), before in zip(self.named, self.saved):
             if name in skip:
+                continue
+            if isinstance(before, _Sparse):
+                out.extend(before.changes(name, t))
                 continue
             now = t.untyped_storage()
             a = torch.tensor([], dtype=torch.uint8, device=now.device).set_(before)
@@ -58,6 +66,60 @@ class Snapshot:
 
 
 CHUNK_BYTES = 1 << 28
+COMPACT_BYTES = 1 << 30  # storages past this are kept as a fill value and exceptions where they can be
+COMPACT_SHARE = 64  # ... when at most one element in this many differs from the fill
+_WORDS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+class _Sparse:
+    """A storage kept as one fill word and the positions and words of the elements that differ
+    from it, compared word by word (bit patterns: a NaN fill compares equal to itself)."""
+
+    def __init__(self, nbytes: int, word: torch.dtype, fill: torch.Tensor, where: torch.Tensor, was: torch.Tensor):
+        self.nbytes, self.word, self.fill, self.where, self.was = nbytes, word, fill, where, was
+
+    @staticmethod
+    def _words(t: torch.Tensor, word: torch.dtype) -> torch.Tensor:
+        return torch.tensor([], dtype=torch.uint8, device=t.device).set_(t.untyped_storage()).view(word)
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> "_Sparse | None":
+        nbytes, size = t.untyped_storage().nbytes(), t.element_size()
+        if nbytes <= COMPACT_BYTES or size not in _WORDS or nbytes % size:
+            return None
+        words = cls._words(t, _WORDS[size])
+        n = words.numel()  # the fill: the commonest of 31 words spread over the storage (a view's rows
+        picks = torch.tensor([int(n * ((k * 0.6180339887) % 1.0)) for k in range(1, 32)], device=t.device)
+        fill = torch.mode(words[picks].to(torch.int64)).values.to(words.dtype)  # sit at regular strides)
+        where = []
+        for start in range(0, words.numel(), CHUNK_BYTES // size):
+            found = (words[start:start + CHUNK_BYTES // size] != fill).nonzero().flatten() + start
+            where.append(found)
+            if sum(w.numel() for w in where) * COMPACT_SHARE > words.numel():
+                return None  # not one fill value around a few elements: a plain copy
+        where = torch.cat(where) if where else torch.empty(0, dtype=torch.long, device=t.device)
+        return cls(nbytes, _WORDS[size], fill, where, words[where].clone())
+
+    def changes(self, name: str, t: torch.Tensor) -> list[str]:
+        if t.untyped_storage().nbytes() != self.nbytes:
+            return [f"{name}: storage resized from {self.nbytes} to {t.untyped_storage().nbytes()} bytes"]
+        words, step = self._words(t, self.word), CHUNK_BYTES // t.element_size()
+        count, first = 0, -1
+        for start in range(0, words.numel(), step):
+            chunk = words[start:start + step]
+            diff = chunk != self.fill
+            mine = (self.where >= start) & (self.where < start + chunk.numel())
+            at = self.where[mine] - start
+            diff[at] = chunk[at] != self.was[mine]
+            n = int(diff.sum().item())
+            if n and first < 0:
+                first = start + int(diff.nonzero()[0].item())
+            count += n
+        if not count:
+            return []
+        byte = first * t.element_size()
+        where = "inside the view" if _byte_in_view(t, byte) else "outside the view (padding of its storage)"
+        return [f"{name}: {count} element(s) of {t.element_size()} bytes changed, first at storage byte {byte}, {where}"]
 
 
 def _changed_bytes(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int]:

@@ -44,9 +44,9 @@ One storage spans about 2**31 elements: 4.3 GB in bf16/fp16, 8.6 GB in fp32, 17 
 index tensor such as a target (on a GPU, where the fill costs milliseconds; ``place`` refuses a
 storage that large on the CPU). A case of these layouts stretches one input only, named by its
 ``wide`` parameter (``upstream``: the upstream gradient), the others contiguous (``for_input``):
-a float input's case holds about 26 GB (the inputs, the oracle's copy, the inputs check's copy
-of the storage), a target's about 52 GB, one such case at a time per GPU
-(harness.run.gpu_slot). A target's padding is -1. INDEX_WIDTH is a module constant so that
+a float input's case holds about 17 GB (the inputs and the oracle's copy; the inputs check keeps
+the storage as its fill value and the view's elements, properties.checks.Snapshot), a target's
+about 35 GB, one such case at a time per GPU (harness.run.gpu_slot). A target's padding is -1. INDEX_WIDTH is a module constant so that
 tests can shrink it.
 """
 

@@ -294,3 +294,19 @@ def test_verified_cases_are_the_passed_cases_of_a_current_verdict_only(tmp_path,
     plugin.write_text(PLUGIN + "\n# one more line\n")  # the kernel changed since: nothing is known of it
     keys.closure.cache_clear()  # (one closure per module and process: a process of the next run sees the change)
     assert incremental.verified_cases(entry, Store(out), backend="interpreter") is None
+
+
+def test_a_verdict_with_cases_the_judge_could_not_run_is_not_reused(tmp_path):
+    """An inconclusive case (out of GPU memory held by other processes) asks to be run again: the
+    saved verdict holding it is run again, while a verdict without one is reused."""
+    store = Store(tmp_path / "out")
+    parts = {"kernel": {"closure": {}}, "settings": {"seed": 0}}
+    first = incremental.plan(store, "verify", "op/k", parts)
+    stuck = {"case_id": "op:N=5,layout=index_width_rows", "passed": True, "inconclusive": "out of GPU memory"}
+    incremental.remember(store, "verify", "op/k", first, {"records": [{"case_id": "op:N=1", "passed": True}, stuck]})
+    again = incremental.unless_inconclusive(incremental.plan(store, "verify", "op/k", parts))
+    assert not again.reused
+    assert "1 case(s) the judge could not run" in again.reason and "index_width_rows" in again.reason
+    incremental.remember(store, "verify", "op/k", first, {"records": [{"case_id": "op:N=1", "passed": True}]})
+    clean = incremental.unless_inconclusive(incremental.plan(store, "verify", "op/k", parts))
+    assert clean.reused

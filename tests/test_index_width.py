@@ -209,6 +209,28 @@ def test_the_inputs_check_compares_large_storages_in_chunks(monkeypatch):
     assert change.startswith("x: 3 byte(s) changed, first at storage byte 38,")  # 1.0: 2 bytes, 2.0: 1 byte
 
 
+@pytest.mark.parametrize("dtype,fill", [(torch.float32, float("nan")), (torch.int64, -1), (torch.bfloat16, float("nan"))])
+def test_a_large_storage_of_one_fill_value_is_kept_as_its_exceptions_and_still_sees_every_write(monkeypatch, dtype, fill):
+    """An index-width storage (one fill value around a small view) is not copied whole for the
+    inputs check, and a write inside the view or in its padding is still found, element by element."""
+    monkeypatch.setattr(checks, "COMPACT_BYTES", 1024)
+    storage = torch.full((3 * 1000 + 7,), fill, dtype=dtype)
+    view = storage.as_strided((3, 7), (1000, 1))
+    view.copy_(torch.arange(21, dtype=torch.float32).reshape(3, 7).to(dtype))
+    snap = checks.Snapshot([("x", view)])
+    assert isinstance(snap.saved[0], checks._Sparse) and snap.saved[0].where.numel() == 21
+    assert snap.changes() == []
+    view[1, 2] = 99
+    (change,) = snap.changes()
+    assert change.startswith("x: 1 element(s) of") and change.endswith("inside the view")
+    view[1, 2] = 9  # its value again: nothing changed
+    assert snap.changes() == []
+    storage[500] = 5  # the padding between two rows
+    (change,) = snap.changes()
+    assert change.endswith("outside the view (padding of its storage)")
+    assert not isinstance(checks.Snapshot([("d", torch.randn(1000))]).saved[0], checks._Sparse)  # dense: a copy
+
+
 # --- mutants ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

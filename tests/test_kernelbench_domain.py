@@ -75,6 +75,21 @@ def test_sizes_are_measured_without_allocating_and_scaled_with_the_structure_kep
     assert shapes_after[0][0] == (mod.batch_size, mod.in_channels, mod.height, mod.width)
 
 
+def test_on_a_gpu_a_problem_past_the_gpu_case_budget_is_scaled_even_where_memory_would_hold_it(monkeypatch):
+    """A GPU with memory to spare still gets the per-tensor budget of a GPU case: the declaration
+    runs the float64 reference on the host at the example's sizes, and at a KernelBench problem's
+    real sizes that alone took minutes."""
+    mod = _problem("conv_problem")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (1 << 40, 1 << 40))  # 1 TiB free
+    scaling = sizing.fit(mod, mod.Model, backend="cuda", accepts=_accepts(mod))
+    assert scaling.scaled and scaling.largest_after <= sizing.GPU_ELEMENTS < scaling.largest_before
+    assert scaling.largest_after > sizing.ELEMENTS  # the GPU's budget, not the interpreter's
+    assert f"at most {sizing.GPU_ELEMENTS} elements a tensor" in scaling.text() and mod.height == mod.width
+    small = _problem("conv_problem")
+    small.batch_size, small.height, small.width = 1, 64, 64  # within the budget: real sizes
+    assert not sizing.fit(small, small.Model, backend="cuda", accepts=_accepts(small)).scaled
+
+
 def test_a_scaled_dim_stays_a_multiple_of_the_groups_dividing_it():
     class Grouped(torch.nn.Module):
         def __init__(self, c, groups):

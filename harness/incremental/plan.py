@@ -167,9 +167,25 @@ def verify_plans(entries, store: Store, *, backend: str, settings: dict) -> list
     from harness.registry.registry import REGISTRY
 
     device = "cuda" if backend == "cuda" else "cpu"
-    return [plan(store, VERIFY, f"{e.op}/{e.name}",
-                 kernel_parts(e, REGISTRY.op(e.op), backend=backend, device=device, settings=settings))
+    return [unless_inconclusive(plan(store, VERIFY, f"{e.op}/{e.name}",
+                                      kernel_parts(e, REGISTRY.op(e.op), backend=backend, device=device,
+                                                   settings=settings)))
             for e in entries]
+
+
+def unless_inconclusive(plan_: Plan) -> Plan:
+    """A saved verdict with cases the judge could not run (out of GPU memory held by other
+    processes, ...) is not reused: those cases were never the kernel's, and running again, with
+    the device less busy, is what their records ask for. Reused, the kernel would stay "not
+    verified" until one of its files changed."""
+    if plan_.saved is None:
+        return plan_
+    records = plan_.saved.get("payload", {}).get("records") or []
+    stuck = sorted({r.get("case_id", "?") for r in records if r.get("inconclusive")})
+    if not stuck:
+        return plan_
+    return Plan(plan_.key, plan_.parts, None,
+                f"{len(stuck)} case(s) the judge could not run last time (e.g. {stuck[0]}): run again")
 
 
 def verified_cases(entry, store: Store, *, backend: str) -> tuple[frozenset[str], float, str] | None:

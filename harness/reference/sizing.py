@@ -12,10 +12,17 @@ are kept, and a scaled size stays a multiple of each kept one that divided it (c
 groups). The floor starts at the largest small kept integer (a kernel never wider than its
 input) and doubles until the reference accepts the scaled inputs (float32, small).
 
-The budget: on the CPU interpreter ``ELEMENTS`` per tensor (properties.derive's per-tensor
-budget of a case); on a GPU the real sizes where the inputs and output, held ``GPU_COPIES``
-times over (float64 copies, the candidate's output, its gradients), fit the free memory, else
-scaled to do so.
+The budget, per tensor: on the CPU interpreter ``ELEMENTS``, on a GPU ``GPU_ELEMENTS``
+(properties.derive's per-tensor budgets of a case, what every declared op's cases get), and
+on a GPU also what fits the free memory with the inputs and output held ``GPU_COPIES`` times
+over (float64 copies, the candidate's output, its gradients). A problem within the budget runs
+at its real sizes. The budget is per tensor, not per device, because the sizes are those of
+every case, not of one: the declaration tries the float64 reference on the host at the example's
+sizes (which dims vary, their lower bounds, the output's shape per case), and a floor case per
+layout and value kind keeps the example's fixed dims. At KernelBench's real sizes (a
+1.6e9-element ReLU) no verdict came within 150 s on an H100 (2026-12-07, docs/gpu-runs.md):
+sizes past the budget buy no check the floor's layouts, ``beyond``'s 4x cases and the
+index-width layouts (offsets past 2**31) do not make on purpose.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Any, Callable
 import torch
 
 ELEMENTS = 1 << 15  # the CPU interpreter's largest tensor (properties.derive.BUDGET["interpreter"])
+GPU_ELEMENTS = 1 << 22  # a GPU case's largest tensor (properties.derive.BUDGET["cuda"])
 GPU_COPIES = 12
 FLOOR = 4
 FLOOR_TRIES = 4
@@ -149,10 +157,11 @@ def fit(module, model_cls: Callable, *, backend: str, accepts: Callable[[], bool
     limit = ELEMENTS
     if backend == "cuda":
         free, _ = torch.cuda.mem_get_info()
-        scaling.budget = f"GPU, {_bytes(free)} free"
-        if total * GPU_COPIES <= free:
+        limit = GPU_ELEMENTS if total * GPU_COPIES <= free else min(
+            GPU_ELEMENTS, max(ELEMENTS, int(largest * free / (total * GPU_COPIES))))
+        scaling.budget = f"GPU, at most {limit} elements a tensor ({_bytes(free)} free)"
+        if largest <= limit:
             return scaling
-        limit = max(ELEMENTS, int(largest * free / (total * GPU_COPIES)))
     else:
         scaling.budget = f"CPU interpreter, at most {limit} elements a tensor"
         if largest <= limit:
