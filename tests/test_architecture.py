@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("harness", "kernels", "oracles", "properties", "reports", "bench")
+PACKAGES = ("harness", "vocabulary", "kernels", "oracles", "properties", "reports", "bench")
 # (importer prefix, imported prefix, why it is forbidden)
 FORBIDDEN = [
     ("oracles", "kernels", "an oracle never uses a kernel"),
@@ -21,6 +21,8 @@ FORBIDDEN = [
     ("harness", "kernels", "the engine finds kernels through the registry (harness.registry.discovery)"),
     ("harness", "bench", "the engine finds benches through harness.registry.discovery"),
     ("harness", "oracles", "the engine reaches oracles through op specs"),
+    *(("vocabulary", other, "the shared vocabulary imports nothing of the project")
+      for other in ("harness", "kernels", "oracles", "properties", "reports", "bench")),
 ]
 
 
@@ -126,6 +128,15 @@ def test_independence_rules():
                 if (importer == src or importer.startswith(src + ".")) and (target == dst or target.startswith(dst + ".")):
                     broken.append(f"{importer} imports {target}: {why}")
     assert not broken, "\n".join(sorted(broken))
+
+
+def test_reports_and_the_engine_share_one_vocabulary():
+    # the names across the JSON boundary: reports read records only, yet name statuses, verdicts
+    # and the score as the engine does, by importing the neutral package
+    edges = graph()
+    for module in ("reports.verify_report", "reports.merge", "reports.mutation_report", "harness.mutation.campaign"):
+        assert "vocabulary" in edges[module], module
+    assert edges["vocabulary.score"] == {"vocabulary.names"}
 
 
 def test_the_rules_catch_a_forbidden_import(tmp_path):

@@ -13,7 +13,7 @@ import torch
 from harness.cases.case import Case
 from harness.registry.registry import REGISTRY, KernelEntry
 from harness.run.runner import run_case
-from harness.vocabulary import RUN_ENDS, Check
+from vocabulary import RUN_ENDS, Check
 from reports import verify_report
 from tests.fixtures.false_alarm import correct, wrong
 

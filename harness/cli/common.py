@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from harness.run import backend as backends
+from vocabulary import Backend as BackendName
 
 DEFAULT_REPORT_DIR = "reports/out"
 REPRO_REPORT_DIR = "reports/repro"  # a one-case run (--case): beside a full run's reports, never over them
@@ -117,7 +118,7 @@ def default_jobs(backend: backends.Backend, n_jobs: int, *, shardable: bool = Fa
     sharded (verify) and the slots beyond one per job split them."""
     from harness.execution.workers import visible_gpus
 
-    if backend.name == "cuda":
+    if backend.name == BackendName.CUDA:
         # a worker spends most of its time on the CPU (start-up, Python, compilation, case
         # set-up), so several share a GPU: half the cores, at least two per visible GPU
         gpus = max(1, len(visible_gpus()))
@@ -136,6 +137,6 @@ def mutate_jobs(requested: int | str | None, backend: backends.Backend, n_jobs: 
         return requested
     if requested == "auto":
         return default_jobs(backend, n_jobs)
-    if backend.name == "cuda":
+    if backend.name == BackendName.CUDA:
         return max(1, len(visible_gpus()))
     return max(1, min(n_jobs, os.cpu_count() or 1))

@@ -11,6 +11,7 @@ from pathlib import Path
 from harness.cli import common
 from harness.errors import UsageError
 from harness.settings import DEFAULTS, WATCHDOG_ENV
+from vocabulary import Verdict
 
 NAME = "verify"
 HELP = "check registered kernels against float64 oracles, case by case"
@@ -351,7 +352,7 @@ def _report(args: argparse.Namespace, plan: dict | None, backend, kernels: list,
         print(f"verify: tampered: {', '.join(changed)} changed on disk during the run; no verdict (exit {NO_VERDICT})",
               file=sys.stderr)
         return NO_VERDICT
-    errors = [k for k in kernels if k["verdict"] == verify_report.ERROR]
+    errors = [k for k in kernels if k["verdict"] == Verdict.ERROR]
     if errors:
         from harness.launcher import NO_VERDICT
 

@@ -29,7 +29,7 @@ from harness.execution.jobs import Event, Job, JobResult, run_jobs
 from harness.mutation.outcome import SANITY_PREFIX, Outcome, Status
 from harness.registry import discovery
 from harness.registry.registry import Origin, REGISTRY, KernelEntry
-from harness.vocabulary import RUN_ENDS
+from vocabulary import RUN_ENDS, mutation_score
 
 EQUIVALENT_FILE = PROJECT_ROOT / discovery.MUTANTS.replace(".", "/") / "equivalent.toml"
 TIMEOUT_FACTOR = 5.0
@@ -354,10 +354,7 @@ def observed_kills(outcomes: list[Outcome]) -> dict[str, str]:
 
 def score(outcomes: list[Outcome]) -> float | None:
     """detected / (total - incompetent - equivalent); None when no mutant is scorable."""
-    scorable = [o for o in outcomes if o.status not in (Status.INCOMPETENT, Status.EQUIVALENT)]
-    if not scorable:
-        return None
-    return sum(o.status.detected for o in scorable) / len(scorable)
+    return mutation_score(o.status for o in outcomes)
 
 
 def kill_matrix(outcomes: list[Outcome]) -> dict[str, dict[str, str]]:

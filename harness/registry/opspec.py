@@ -14,7 +14,7 @@ import torch
 
 from harness.compare import tolerances
 from harness.cases.case import Case
-from harness.vocabulary import Check
+from vocabulary import Check
 
 # the checks the runner (harness.run.runner) and the worker pool record for every op (harness.vocabulary)
 COMMON_CHECKS = tuple(Check)

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, Phase as HypothesisPhase, given, seed as hyp
 from harness.cases.case import Case, repro_command
 from harness.registry.opspec import OpSpec
 from harness.record import waivers
-from harness.vocabulary import Check
+from vocabulary import Check
 from harness.record.case_record import CaseRecord, Phase
 from harness.registry.registry import KernelEntry
 from harness.run import gpu_slot
