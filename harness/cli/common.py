@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 from pathlib import Path
 
@@ -47,15 +46,6 @@ def add_shard(p: argparse.ArgumentParser, *, what: str) -> None:
     p.add_argument("--shard", type=shard_arg, default=None, metavar="I/K",
                    help=f"run only part I of K of the {what} (CI matrix jobs, 0-based); the K parts together are "
                         "exactly the unsharded run: `python -m harness report --merge DIR ...` joins their reports")
-
-
-def in_part(name: str, shard: tuple[int, int] | None) -> bool:
-    """Whether the item ``name`` (a mutant) belongs to part I of K: a stable hash of the name
-    (not Python's hash(), which changes between processes), so every CI job agrees."""
-    if shard is None:
-        return True
-    index, count = shard
-    return int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) % count == index
 
 
 def jobs_arg(text: str) -> int | str:

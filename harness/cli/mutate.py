@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from harness.cases import shard
 from harness.cli import common
 from harness.errors import UsageError
 
@@ -217,7 +218,7 @@ def _set_up(args: argparse.Namespace, backend) -> _Setup:
             raise UsageError(f"the selected mutants are all marked out of reach on {backend.name} "
                              f"({', '.join(sorted(reach))}): no case here can detect them")
     ops = sorted({e.op for e in entries})  # before --shard: every part runs the sanity step of every op
-    entries = [e for e in entries if common.in_part(e.name, args.shard)]
+    entries = [e for e in entries if shard.in_part(e.name, args.shard)]
     case = _case(args)
     if case:
         from harness.cases.case import Case
