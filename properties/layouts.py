@@ -55,7 +55,7 @@ from __future__ import annotations
 import torch
 
 from properties.strategies import LAYOUTS
-from vocabulary import Layout
+from vocabulary import Backend, Layout
 
 PERMUTED_LAYOUTS = LAYOUTS + ("permuted",)
 MIXED = "mixed"
@@ -200,7 +200,7 @@ def is_index_width(case) -> bool:
 
 def check_backend(case, backend: str) -> None:
     """A UsageError for an index-width case (``--case``) on a backend other than cuda."""
-    if is_index_width(case) and backend != "cuda":
+    if is_index_width(case) and backend != Backend.CUDA:
         from harness.errors import UsageError
 
         raise UsageError(f"--case {case.id}: layout={case.get('layout')} is GPU-only (its input's storage spans "

@@ -32,7 +32,7 @@ from harness.cases.case import Case, repro_command
 from harness.cases.shard import shard_of
 from harness.registry.opspec import OpSpec
 from harness.record import waivers
-from vocabulary import Check
+from vocabulary import Backend, Check
 from harness.record.case_record import CaseRecord, Phase
 from harness.registry.registry import KernelEntry
 from harness.run import gpu_slot
@@ -245,7 +245,7 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan, releas
     if plan.quick:
         chosen = quick_cover(whole)
         whole = [case for case in whole if case.id in chosen]
-    every = plan.backend != "interpreter" or current_settings().later_calls_interpreter == "all"
+    every = plan.backend != Backend.INTERPRETER or current_settings().later_calls_interpreter == "all"
     cover = None if every else later_cover(whole)  # None: the later calls on every case
 
     def later(case_id: str) -> bool:
