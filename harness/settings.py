@@ -15,6 +15,8 @@ import dataclasses
 import os
 from pathlib import Path
 
+from vocabulary import Backend
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -64,11 +66,11 @@ class Settings:
     bench_copy_bytes: int = 1 << 30  # the device-to-device copy that measures the bandwidth ceiling
 
     def watchdog_base(self, backend: str) -> float:
-        return self.watchdog_base_cuda_s if backend == "cuda" else self.watchdog_base_interpreter_s
+        return self.watchdog_base_cuda_s if backend == Backend.CUDA else self.watchdog_base_interpreter_s
 
     def max_examples(self, backend: str) -> int:
         """verify's (and assert_kernel's, and the pytest plugin's) default count of generated cases."""
-        return self.verify_max_examples_cuda if backend == "cuda" else self.verify_max_examples_interpreter
+        return self.verify_max_examples_cuda if backend == Backend.CUDA else self.verify_max_examples_interpreter
 
 
 DEFAULTS = Settings()

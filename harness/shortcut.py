@@ -30,6 +30,8 @@ import copy
 import sys
 from typing import Any
 
+from vocabulary import FailureClass, Verdict
+
 MODEL = "calls the reference Model"
 # torch functions that convert, copy, allocate or reshape: a candidate may wrap the reference's ops in them
 NEUTRAL = frozenset({
@@ -127,4 +129,4 @@ def apply_strict(kernels: list[dict], strict: bool) -> None:
         return
     for k in kernels:
         if k.get("shortcut") and k.get("passed"):
-            k.update(passed=False, verdict="fail", failure_class="shortcut", strict=True)
+            k.update(passed=False, verdict=Verdict.FAIL, failure_class=FailureClass.SHORTCUT, strict=True)

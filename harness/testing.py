@@ -23,6 +23,7 @@ from harness.registry.registry import Origin, Contract, KernelEntry, REGISTRY, _
 from harness.errors import RegistryError, UsageError
 from harness.run import backend as backends
 from harness.settings import current as current_settings
+from vocabulary import Backend as BackendName
 
 __all__ = ["assert_kernel", "prepare"]
 
@@ -36,7 +37,7 @@ def prepare(backend: str = "auto") -> backends.Backend:
     __tracebackhide__ = True
     import sys
 
-    if backend != "cuda" and "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1" and not _gpu():
+    if backend != BackendName.CUDA and "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1" and not _gpu():
         raise UsageError("no GPU here, so kernels run through the Triton interpreter, which Triton only chooses when it "
                          "is first imported, and triton is already imported: set TRITON_INTERPRET=1 in the environment "
                          "(TRITON_INTERPRET=1 python -m pytest ...)")

@@ -52,6 +52,7 @@ from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
 from harness.errors import UsageError
 from properties import apart, case_params, layouts, leading, row_kinds, strategies, values
+from vocabulary import Backend
 
 ALL_IGNORED = "all_ignored"
 IGNORED = ("none", "some", "all")
@@ -180,7 +181,7 @@ class DeclaredOp(OpSpec):
                      base: dict[str, int] | None = None) -> list[dict[str, int]]:
         """Each of ``dims`` (default: the drawn ones) in turn at the floor sizes, the other drawn
         dims at ``base`` (default: COMPANION for each), within the backend's budget."""
-        sizes = FLOOR_SIZES + (FLOOR_SIZES_GPU if backend == "cuda" else ())
+        sizes = FLOOR_SIZES + (FLOOR_SIZES_GPU if backend == Backend.CUDA else ())
         base = base or {d: COMPANION for d in self.free_dims}
         shapes: list[dict[str, int]] = []
         for dim in self.free_dims if dims is None else dims:
@@ -195,7 +196,7 @@ class DeclaredOp(OpSpec):
     def declared_shapes(self, backend: str) -> list[dict[str, int]]:
         """The declaration's floor shapes by purpose (``OpDecl.floor_shapes``, and on CUDA
         ``floor_shapes_gpu``), as given, with its derived dims computed."""
-        shapes = self.decl.floor_shapes + (self.decl.floor_shapes_gpu if backend == "cuda" else ())
+        shapes = self.decl.floor_shapes + (self.decl.floor_shapes_gpu if backend == Backend.CUDA else ())
         return [self.complete(dict(s)) for s in shapes]
 
     def floor_cases(self, *, backend: str) -> list[Case]:
@@ -216,7 +217,7 @@ class DeclaredOp(OpSpec):
                     scalars = {s.name: s.values[0] for s in self.scalars}
                     cases.append(self.case(shape, dtype, "contiguous", kinds[0], scalars, "all"))
         cases += self.plain_cases(shapes, kinds, cases)
-        if backend == "cuda":
+        if backend == Backend.CUDA:
             cases += self.widest_row_cases(shapes, kinds, cases)
             cases += self.index_width_cases()
         return unique(cases + self.leading_cases(backend))

@@ -55,6 +55,7 @@ from __future__ import annotations
 import torch
 
 from properties.strategies import LAYOUTS
+from vocabulary import Backend, Layout
 
 PERMUTED_LAYOUTS = LAYOUTS + ("permuted",)
 MIXED = "mixed"
@@ -121,22 +122,22 @@ def place(values: torch.Tensor, layout: str, device: str) -> torch.Tensor:
     if layout not in PERMUTED_LAYOUTS + INDEX_WIDTH_LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; choose from {PERMUTED_LAYOUTS + INDEX_WIDTH_LAYOUTS}")
     v = values.to(device)
-    if layout == "contiguous" or v.dim() == 0:
+    if layout == Layout.CONTIGUOUS or v.dim() == 0:
         return v.clone()
     if layout in INDEX_WIDTH_LAYOUTS:
         return _place_index_width(v, layout)
     nan = float("nan") if v.is_floating_point() else -1
     if v.dim() > 2:
         return _place_nd(v, layout, nan)
-    if layout == "permuted":
+    if layout == Layout.PERMUTED:
         layout = "transposed"
-    if layout == "offset":
+    if layout == Layout.OFFSET:
         flat = torch.full((v.numel() + 5 + 3,), nan, dtype=v.dtype, device=device)
         view = flat[5 : 5 + v.numel()].view(v.shape)
-    elif layout == "transposed" and v.dim() == 2:
+    elif layout == Layout.TRANSPOSED and v.dim() == 2:
         base = torch.full((v.shape[1], v.shape[0]), nan, dtype=v.dtype, device=device)
         view = base.t()
-    elif layout == "transposed":
+    elif layout == Layout.TRANSPOSED:
         base = torch.full((2 * v.shape[0] + 1,), nan, dtype=v.dtype, device=device)
         view = base[::2][: v.shape[0]]
     elif v.dim() == 2:  # col_sliced
@@ -150,13 +151,13 @@ def place(values: torch.Tensor, layout: str, device: str) -> torch.Tensor:
 
 
 def _place_nd(v: torch.Tensor, layout: str, nan: float) -> torch.Tensor:
-    if layout == "offset":
+    if layout == Layout.OFFSET:
         flat = torch.full((v.numel() + 5 + 3,), nan, dtype=v.dtype, device=v.device)
         view = flat[5 : 5 + v.numel()].view(v.shape)
-    elif layout == "transposed":
+    elif layout == Layout.TRANSPOSED:
         base = torch.full((*v.shape[:-2], v.shape[-1], v.shape[-2]), nan, dtype=v.dtype, device=v.device)
         view = base.transpose(-1, -2)
-    elif layout == "col_sliced":
+    elif layout == Layout.COL_SLICED:
         base = torch.full((*v.shape[:-1], v.shape[-1] + 7), nan, dtype=v.dtype, device=v.device)
         view = base[..., 3 : 3 + v.shape[-1]]
     else:  # permuted
@@ -199,7 +200,7 @@ def is_index_width(case) -> bool:
 
 def check_backend(case, backend: str) -> None:
     """A UsageError for an index-width case (``--case``) on a backend other than cuda."""
-    if is_index_width(case) and backend != "cuda":
+    if is_index_width(case) and backend != Backend.CUDA:
         from harness.errors import UsageError
 
         raise UsageError(f"--case {case.id}: layout={case.get('layout')} is GPU-only (its input's storage spans "

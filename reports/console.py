@@ -9,6 +9,7 @@ from rich.table import Table
 
 from reports import failure_groups, verify_report
 from reports.terminal import report_console
+from vocabulary import Verdict
 
 MAX_FAILURES_SHOWN = 12
 
@@ -56,7 +57,7 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             f"{name} ({c['failed']})" for name, c in k["checks"].items() if c["failed"]
         ) or "-"
         label = verify_report.verdict_label(k)
-        colour = "green" if k["passed"] else "yellow" if k.get("verdict") == "not verified" else "red"
+        colour = "green" if k["passed"] else "yellow" if k.get("verdict") == Verdict.NOT_VERIFIED else "red"
         verdict = f"[{colour}]{escape(label)}[/]"
         if k.get("reused"):  # the saved verdict of an unchanged kernel (harness.incremental)
             verdict += f" reused ({k['reused'].get('saved_at')})"
@@ -74,12 +75,12 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             )
 
     for k in report["kernels"]:
-        if k.get("verdict") == verify_report.ERROR:
+        if k.get("verdict") == Verdict.ERROR:
             fault = k.get("harness_error") or {}
             text = fault.get("summary", "the harness failed").removeprefix("ERROR (harness): ")
             console.print(f"[red]ERROR (harness)[/] {escape(k['op'])}/{escape(k['name'])}: {escape(text)}",
                           highlight=False, soft_wrap=True)
-        if k.get("verdict") == "not verified":
+        if k.get("verdict") == Verdict.NOT_VERIFIED:
             console.print(f"[yellow]NOT VERIFIED[/] {k['name']}: {k.get('unverified_reason')}", highlight=False)
         if k.get("waived"):
             reasons = "; ".join(f"{c}: {why}" for c, why in (k.get("waivers") or {}).items())
@@ -108,9 +109,9 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             console.print(line, highlight=False, markup=False, soft_wrap=True)
     if len(failures) > MAX_FAILURES_SHOWN:
         console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more failed checks in the report")
-    unverified = sum(k.get("verdict") == "not verified" for k in report["kernels"])
+    unverified = sum(k.get("verdict") == Verdict.NOT_VERIFIED for k in report["kernels"])
     verdict = "[green]all kernels passed[/]" if report["passed"] else "[red]verification failed[/]"
-    if any(k.get("verdict") == verify_report.ERROR for k in report["kernels"]):
+    if any(k.get("verdict") == Verdict.ERROR for k in report["kernels"]):
         verdict = "[red]no verdict: the harness failed (ERROR (harness) above)[/]"
     if unverified:
         allowed = " (allowed by --allow-unverified)" if report.get("allow_unverified") else " (--allow-unverified accepts it)"

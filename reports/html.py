@@ -15,7 +15,8 @@ from pathlib import Path
 import jinja2
 import markupsafe
 
-from reports import drift, failure_groups, library_tests, plot_cache, plots, timing, verify_report
+from reports import drift, failure_groups, library_tests, mutation_report, plot_cache, plots, timing, verify_report
+from vocabulary import Status
 
 __all__ = ["render", "FILTERS", "FAILURES_PER_GROUP"]
 
@@ -123,7 +124,7 @@ def _kill_matrix_input(mutation: dict) -> dict:
 
 
 def _mutation_context(mutation: dict, figures: plot_cache.PlotCache) -> dict:
-    order = ("survived", "timeout", "crashed", "killed", "incompetent", "equivalent")
+    order = mutation_report.STATUS_ORDER
     mutants = sorted(mutation.get("mutants", []), key=lambda m: (order.index(m["status"]) if m.get("status") in order else len(order),
                                                                   m.get("op", ""), m.get("name", "")))
     counts = mutation.get("counts") or dict(Counter(m.get("status") for m in mutants))
@@ -140,8 +141,8 @@ def _mutation_context(mutation: dict, figures: plot_cache.PlotCache) -> dict:
         "total": mutation.get("total", len(mutants)),
         "detected": mutation.get("detected", sum(bool(m.get("detected")) for m in mutants)),
         "mutants": mutants,
-        "survivors": [m for m in mutants if m.get("status") == "survived"],
-        "equivalent": [m for m in mutants if m.get("status") == "equivalent"],
+        "survivors": [m for m in mutants if m.get("status") == Status.SURVIVED],
+        "equivalent": [m for m in mutants if m.get("status") == Status.EQUIVALENT],
         "out_of_reach": [m for m in mutation.get("not_observable_here") or [] if m.get("out_of_reach")],
         "minimal_cases": mutation.get("minimal_cases") or [],
         "seconds": mutation.get("seconds"),

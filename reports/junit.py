@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 
 from reports import verify_report
+from vocabulary import Status, Verdict
 
 __all__ = ["render", "CASES_PER_FAILURE"]
 
@@ -112,7 +113,7 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
                     message += f"; worst error {worst:.3g}x allowed"
                 message += f"; first: {failed[0].get('case_id')}"
                 _element(case, "failure", message=message, type="CheckFailed").text = _clean(_failure_text(failed))
-        if k.get("verdict") == verify_report.ERROR:  # the harness failed: no verdict on the kernel
+        if k.get("verdict") == Verdict.ERROR:  # the harness failed: no verdict on the kernel
             case = _element(suite, "testcase", classname=f"verify.{op}.{name}", name="run", time=f"{k.get('seconds') or 0.0:.3f}")
             fault = k.get("harness_error") or {}
             _element(case, "error", message="ERROR (harness): no verdict", type="HarnessError").text = _clean(
@@ -121,7 +122,7 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
             case = _element(suite, "testcase", classname=f"verify.{op}.{name}", name="run", time=f"{k.get('seconds') or 0.0:.3f}")
             _element(case, "error", message=f"kernel run ended with status {k['status']}", type=str(k["status"])).text = _clean(
                 f"the worker for {op}/{name} ended with status {k['status']}; see the crash records in verify.json")
-        if k.get("verdict") == "not verified":  # every check passed, but nothing proves the kernel right
+        if k.get("verdict") == Verdict.NOT_VERIFIED:  # every check passed, but nothing proves the kernel right
             case = _element(suite, "testcase", classname=f"verify.{op}.{name}", name="verified", time="0")
             _element(case, "failure", message=f"not verified: {k.get('unverified_reason')}", type="NotVerified").text = _clean(
                 f"{op}/{name} failed no check but is not verified: {k.get('unverified_reason')}")
@@ -136,10 +137,10 @@ def _mutation_suite(root: ET.Element, mutation: dict) -> None:
     for m in mutation.get("mutants", []):
         case = _element(suite, "testcase", classname=f"mutation.{m.get('op')}", name=m.get("name"), time=f"{m.get('seconds') or 0.0:.3f}")
         status = m.get("status")
-        if status == "survived":
+        if status == Status.SURVIVED:
             _element(case, "failure", message=f"mutant survived: no check detected it ({m.get('location') or '-'})",
                      type="MutantSurvived").text = _clean(m.get("diff") or m.get("description") or "(no diff: a plugin mutant)")
-        elif status in ("incompetent", "equivalent"):
+        elif status in (Status.INCOMPETENT, Status.EQUIVALENT):
             _element(case, "skipped", message=f"{status}: {m.get('note') or '-'}")
         elif m.get("killed_by"):
             out = _element(case, "system-out")

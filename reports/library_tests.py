@@ -9,13 +9,16 @@ only the tests kill (a gap of the harness: a property to fix, or a reason it can
 
 from __future__ import annotations
 
+from vocabulary import Status
+
+UNSCORED = {s.value for s in Status if not s.scored}  # in neither score
 CELLS = ("both", "harness_only", "tests_only", "neither")
 CELL_TITLES = {"both": "both", "harness_only": "harness only", "tests_only": "tests only", "neither": "neither"}
 
 
 def _cell(m: dict) -> str | None:
     tests = m.get("killed_by_tests")
-    if tests is None or m.get("status") in ("incompetent", "equivalent"):
+    if tests is None or m.get("status") in UNSCORED:
         return None
     harness = bool(m.get("detected"))
     if harness and tests:
@@ -39,7 +42,7 @@ def by_module(mutants: list[dict]) -> dict[str, dict]:
         row = out.setdefault(m["module"], {"mutants": 0, "scorable": 0, "harness_detected": 0, "tests_run": 0,
                                            "tests_killed": 0, **{c: 0 for c in CELLS}})
         row["mutants"] += 1
-        if m.get("status") not in ("incompetent", "equivalent"):
+        if m.get("status") not in UNSCORED:
             row["scorable"] += 1
             row["harness_detected"] += bool(m.get("detected"))
         cell = _cell(m)

@@ -4,7 +4,8 @@ Each part holds a disjoint slice of the cases (verify) or mutants (mutate); the 
 records back together and recomputes every summary, verdict and score from them, so the result
 is the report of the unsharded run. Parts must be the same run (backend, seed, examples) and
 all K of them must be there: a missing part would silently shrink the suite.
-Reads JSON only (no torch, triton or harness engine).
+Reads JSON only (no torch, triton or harness engine); the names and the score are the shared
+``vocabulary``'s.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 
 from reports import drift, library_tests, mutation_report, verify_report
+from vocabulary import JobStatus, Status, mutation_score
 
 __all__ = ["MergeError", "merge_verify", "merge_mutation"]
 
@@ -73,7 +75,7 @@ def merge_verify(parts: list[tuple[str, dict]]) -> dict:
     summaries = []
     for (op, name), pieces in kernels.items():
         first = pieces[0]
-        status = next((p["status"] for p in pieces if p.get("status", "ok") != "ok"), "ok")
+        status = next((p["status"] for p in pieces if p.get("status", JobStatus.OK) != JobStatus.OK), JobStatus.OK.value)
         extra = {key: first[key] for key in ("origin", "contract", "plugin") if key in first}
         summaries.append(verify_report.kernel_summary(
             op, name, by_kernel.get((op, name), []), status=status, waivers=first.get("waivers") or {},
@@ -111,8 +113,7 @@ def merge_mutation(parts: list[tuple[str, dict]]) -> dict:
     header["stale_equivalent_marks"] = sorted({n for _, r in parts for n in r.get("stale_equivalent_marks", [])})
     # distinct keys do not add up over parts (their mutants share the clean kernels' keys): each part's own
     header["specializations"] = {"parts": [r.get("specializations") for _, r in parts]}
-    scorable = [m for m in mutants if m["status"] not in ("incompetent", "equivalent")]
-    score = sum(bool(m["detected"]) for m in scorable) / len(scorable) if scorable and not refused else None
+    score = mutation_score(Status(m["status"]) for m in mutants) if not refused else None
     return mutation_report.build(
         header, mutants=mutants, score=score, min_score=parts[0][1].get("min_score", 1.0), sanity=sanity,
         kill_matrix={m["name"]: {m["killed_by"]["check"]: m["killed_by"]["case_id"]}

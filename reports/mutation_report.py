@@ -11,8 +11,10 @@ from rich.table import Table
 
 from reports import library_tests
 from reports.terminal import report_console
+from vocabulary import STATUS_ORDER as _ORDER
+from vocabulary import Status
 
-STATUS_ORDER = ("survived", "timeout", "crashed", "killed", "incompetent", "equivalent")
+STATUS_ORDER = tuple(s.value for s in _ORDER)  # what needs a look first; a record holds the value
 STATUS_STYLE = {"survived": "red", "timeout": "yellow", "crashed": "yellow", "killed": "green", "incompetent": "dim", "equivalent": "cyan"}
 
 
@@ -71,7 +73,7 @@ def ordered(mutants: list[dict]) -> list[dict]:
     return sorted(mutants, key=lambda m: (STATUS_ORDER.index(m["status"]), m["op"], m["name"]))
 
 
-COMPACT_STATUSES = ("survived", "timeout", "crashed")  # what a CI log lists; the rest is in the reports
+COMPACT_STATUSES = (Status.SURVIVED.value, Status.TIMEOUT.value, Status.CRASHED.value)  # what a CI log lists; the rest is in the reports
 
 
 def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> None:

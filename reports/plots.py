@@ -10,6 +10,8 @@ import base64
 import io
 import math
 
+from vocabulary import STATUS_ORDER, Status
+
 __all__ = ["available", "error_ratio_figure", "kill_matrix_figure", "MAX_KERNEL_PANELS"]
 
 MAX_KERNEL_PANELS = 12
@@ -150,11 +152,11 @@ def kill_matrix_figure(mutation: dict) -> str | None:
     plt = _pyplot()
     if plt is None:
         return None
-    mutants = [m for m in mutation.get("mutants", []) if m.get("status") not in ("incompetent",)]
+    mutants = [m for m in mutation.get("mutants", []) if m.get("status") != Status.INCOMPETENT]
     if not mutants:
         return None
-    order = {"survived": 0, "timeout": 1, "crashed": 2, "killed": 3, "equivalent": 4}
-    mutants = sorted(mutants, key=lambda m: (order.get(m.get("status"), 5), m.get("op", ""), m.get("name", "")))
+    order = {s.value: i for i, s in enumerate(STATUS_ORDER)}
+    mutants = sorted(mutants, key=lambda m: (order.get(m.get("status"), len(order)), m.get("op", ""), m.get("name", "")))
     mutants = mutants[:MAX_MUTANT_ROWS]
     matrix = mutation.get("kill_matrix") or {}
     kills: dict[str, set[str]] = {}
@@ -174,10 +176,10 @@ def kill_matrix_figure(mutation: dict) -> str | None:
     ax.set_yticks(range(len(mutants)))
     ax.set_yticklabels([f"{m['name']} [{m.get('status')}]" for m in mutants], fontsize=7)
     for label, m in zip(ax.get_yticklabels(), mutants):
-        if m.get("status") == "survived":
+        if m.get("status") == Status.SURVIVED:
             label.set_color("#cf222e")
             label.set_fontweight("bold")
-        elif m.get("status") == "equivalent":
+        elif m.get("status") == Status.EQUIVALENT:
             label.set_color("#0969da")
     ax.set_xticks([x - 0.5 for x in range(1, len(columns))], minor=True)
     ax.set_yticks([y - 0.5 for y in range(1, len(mutants))], minor=True)

@@ -7,6 +7,7 @@ their repro commands. Kept short: the full picture is index.html in the uploaded
 from __future__ import annotations
 
 from reports import drift, failure_groups, library_tests, timing, verify_report
+from vocabulary import Status, Verdict
 
 __all__ = ["render", "MAX_FAILURES", "MAX_SURVIVORS"]
 
@@ -41,14 +42,14 @@ def _verify_lines(verify: dict) -> list[str]:
     for k in verify.get("kernels", []):
         failed_checks = ", ".join(f"{n} ({c.get('failed')})" for n, c in (k.get("checks") or {}).items() if c.get("failed")) or "-"
         verdict = verify_report.verdict_label(k)
-        if k.get("verdict") == "not verified":
+        if k.get("verdict") == Verdict.NOT_VERIFIED:
             verdict = f"NOT VERIFIED ({k.get('unverified_reason') or 'no value compared'})"
         if k.get("reused"):  # the saved verdict of an unchanged kernel, not a run of this gate
             verdict += f" (reused, verdict of {k['reused'].get('saved_at')})"
         lines.append(f"| {_cell(k.get('op'))} | `{_cell(k.get('name'))}` | {verdict} | {k.get('cases')} | {k.get('failed')} "
                      f"| {_cell(failed_checks)} | {_ratio(k.get('worst_err_ratio'))} |")
     for k in verify.get("kernels", []):
-        if k.get("verdict") == verify_report.ERROR:
+        if k.get("verdict") == Verdict.ERROR:
             lines += ["", f"**ERROR (harness)** `{_cell(k.get('name'))}`: "
                           f"{_cell((k.get('harness_error') or {}).get('summary', 'the harness failed'))}"]
         if k.get("waived"):
@@ -91,7 +92,7 @@ def _mutation_lines(mutation: dict | None) -> list[str]:
         f"score **{'n/a' if score is None else f'{score:.4f}'}** (min {mutation.get('min_score')}); "
         + ", ".join(f"{s} {n}" for s, n in counts.items()),
     ]
-    survivors = [m for m in mutation.get("mutants", []) if m.get("status") == "survived"]
+    survivors = [m for m in mutation.get("mutants", []) if m.get("status") == Status.SURVIVED]
     if survivors:
         lines += ["", "Survivors:"]
         lines += [f"- `{m.get('op')}/{m.get('name')}` ({_cell(m.get('location') or '-')}): {_cell(m.get('description') or m.get('operator') or '')}"

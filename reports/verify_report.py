@@ -42,6 +42,8 @@ import math
 from collections import Counter
 from typing import Iterable
 
+from vocabulary import PASSING, FailureClass, JobStatus, Verdict
+
 # worst error, in roundings of the terms, that a precision choice explains (harness.compare.allclose
 # says the same in each failure's message; a value here so that reports need not import the engine)
 PRECISION_BOUND = 8.0
@@ -80,18 +82,18 @@ def _waived_uncompared(records: list[dict], value_checks, waivers: dict | None) 
     return [c for c in list(value_checks or ())[1:] if c in (waivers or {}) and c not in compared]
 
 
-def failure_class(records: list[dict], status: str = "ok") -> str | None:
+def failure_class(records: list[dict], status: str = JobStatus.OK) -> str | None:
     """"refused" | "precision" | "error" for a failed kernel's records (None: nothing failed)."""
     failed = [r for r in records if not r["passed"]]
-    if not failed and status == "ok":
+    if not failed and status == JobStatus.OK:
         return None
-    if status == "ok" and all(r.get("refused") for r in failed):
-        return "refused"
+    if status == JobStatus.OK and all(r.get("refused") for r in failed):
+        return FailureClass.REFUSED
     failed = [r for r in failed if not r.get("refused")] or failed  # a refusal is not what sets the class
-    precision = status == "ok" and all(
+    precision = status == JobStatus.OK and all(
         r.get("rounding_units") is not None and math.isfinite(r["rounding_units"]) and r["rounding_units"] <= PRECISION_BOUND
         for r in failed)
-    return "precision" if precision else "error"
+    return FailureClass.PRECISION if precision else FailureClass.ERROR
 
 
 # what an out-of-contract case must raise (harness.run.kernel_host.REJECTIONS; reports import no engine)
@@ -141,28 +143,22 @@ def refusal_line(kernel: dict) -> str:
             f"({r['said']}); a failure while the limit is undeclared: declare it with {r['declaration']}")
 
 
-PASS_FORWARD_ONLY = "pass (forward only)"
-PASSING = ("pass", PASS_FORWARD_ONLY)
-ERROR = "error"  # the harness's own code (or an op's declaration) raised: no verdict on the kernel
-HARNESS_ERROR = "harness_error"  # the job's status then (JobStatus.HARNESS_ERROR)
-
-
 def verdict_label(kernel: dict) -> str:
     """What every report shows for a kernel: PASS, PASS (forward only), FAIL, FAIL (precision),
     FAIL (<status>), NOT VERIFIED, ERROR (harness); a passing kernel flagged as a shortcut (``shortcut``:
     it calls the reference, harness.shortcut) gets " [shortcut]", and fails as FAIL (shortcut) under
     ``verify --strict``."""
-    if kernel.get("verdict") == ERROR:
+    if kernel.get("verdict") == Verdict.ERROR:
         return "ERROR (harness)"
-    if kernel.get("verdict") == "not verified":
+    if kernel.get("verdict") == Verdict.NOT_VERIFIED:
         return "NOT VERIFIED"
     if kernel.get("passed"):
-        label = "PASS (forward only)" if kernel.get("verdict") == PASS_FORWARD_ONLY else "PASS"
+        label = "PASS (forward only)" if kernel.get("verdict") == Verdict.PASS_FORWARD_ONLY else "PASS"
         return f"{label} [shortcut]" if kernel.get("shortcut") else label
-    if kernel.get("status") not in (None, "ok"):
+    if kernel.get("status") not in (None, JobStatus.OK):
         return f"FAIL ({kernel['status']})"
-    return {"precision": "FAIL (precision)", "refused": "FAIL (refused)",
-            "shortcut": "FAIL (shortcut)"}.get(kernel.get("failure_class"), "FAIL")
+    return {FailureClass.PRECISION: "FAIL (precision)", FailureClass.REFUSED: "FAIL (refused)",
+            FailureClass.SHORTCUT: "FAIL (shortcut)"}.get(kernel.get("failure_class"), "FAIL")
 
 
 def verdict(record: dict) -> str:
@@ -198,7 +194,7 @@ def stale_waivers(records: list[dict], waivers: dict[str, str]) -> list[str]:
     return sorted(c for c in waivers if c in ran and c not in waived)
 
 
-def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok", value_checks=None,
+def kernel_summary(op: str, name: str, records: list[dict], *, status: str = JobStatus.OK, value_checks=None,
                    waivers: dict | None = None, forward_only: bool = False, **extra) -> dict:
     """``value_checks``: the op's forward check then its gradients; a ``forward_only`` kernel
     (Contract(forward_only=True)) is held to the first alone."""
@@ -212,10 +208,10 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
     case_ids = {r["case_id"] for r in records}
     failed_ids = {r["case_id"] for r in records if not r["passed"]}
     unverified = _unverified(records, value_checks) if status == "ok" and not failed_ids else ""
-    passed = PASS_FORWARD_ONLY if forward_only else "pass"
-    kernel_verdict = "fail" if status != "ok" or failed_ids else ("not verified" if unverified else passed)
-    if status == HARNESS_ERROR:  # whatever its records say, the run that would judge it did not finish
-        kernel_verdict = ERROR
+    passed = Verdict.PASS_FORWARD_ONLY if forward_only else Verdict.PASS
+    kernel_verdict = Verdict.FAIL if status != JobStatus.OK or failed_ids else (Verdict.NOT_VERIFIED if unverified else passed)
+    if status == JobStatus.HARNESS_ERROR:  # whatever its records say, the run that would judge it did not finish
+        kernel_verdict = Verdict.ERROR  # the harness's own code (or an op's declaration) raised: no verdict
     by_check = Counter((r["check"], verdict(r)) for r in records)
     checks = {}
     for (check, outcome), count in sorted(by_check.items()):
@@ -239,7 +235,7 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
         "passed": kernel_verdict in PASSING,
         "verdict": kernel_verdict,
         "forward_only": bool(forward_only),
-        "failure_class": failure_class(records, status) if kernel_verdict == "fail" else None,
+        "failure_class": failure_class(records, status) if kernel_verdict == Verdict.FAIL else None,
         "unverified_reason": unverified or None,
         "value_comparisons": sum(1 for r in records if r.get("max_abs_err") is not None),
         "value_checks": list(value_checks) if value_checks is not None else None,
@@ -265,10 +261,10 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = "ok
 def build(header: dict, kernels: Iterable[dict], records: Iterable[dict], *, allow_unverified: bool = False) -> dict:
     kernels = list(kernels)
     records = list(records)
-    accepted = (*PASSING, "not verified") if allow_unverified else PASSING
+    accepted = (*PASSING, Verdict.NOT_VERIFIED) if allow_unverified else PASSING
     return {
         **header,
-        "passed": all(k.get("verdict", "pass" if k["passed"] else "fail") in accepted for k in kernels) and bool(kernels),
+        "passed": all(k.get("verdict", Verdict.PASS if k["passed"] else Verdict.FAIL) in accepted for k in kernels) and bool(kernels),
         "allow_unverified": allow_unverified,
         "kernels": kernels,
         "cases": records,

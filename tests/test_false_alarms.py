@@ -13,7 +13,7 @@ import torch
 from harness.cases.case import Case
 from harness.registry.registry import REGISTRY, KernelEntry
 from harness.run.runner import run_case
-from harness.vocabulary import RUN_ENDS, Check
+from vocabulary import RUN_ENDS, Check
 from reports import verify_report
 from tests.fixtures.false_alarm import correct, wrong
 
@@ -84,7 +84,7 @@ def test_every_check_passes_correct_code_of_three_styles():
         for r in records(op, name, fn, contract):
             assert r.passed, (name, r.check, r.case_id, r.message[:300])
             styles[r.check].add(style)
-    # the runner's checks (harness.vocabulary.Check) less how a run ended (RUN_ENDS) and
+    # the runner's checks (vocabulary.names.Check) less how a run ended (RUN_ENDS) and
     # out_of_bounds, which is recorded only when an access leaves its buffer (never as a pass),
     # plus the value checks the three ops share
     checks = [c.value for c in Check if c not in RUN_ENDS and c is not Check.OUT_OF_BOUNDS] + ["forward", "dx"]

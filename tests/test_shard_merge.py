@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from floors import rmsnorm_floor
-from harness.cli.common import in_part, shard_arg
+from harness.cases.shard import in_part
+from harness.cli.common import shard_arg
 
 ROOT = Path(__file__).resolve().parent.parent
 K = 3

@@ -108,7 +108,7 @@ def test_how_a_run_ended_cannot_be_waived():
     finding about the run, not a value the kernel chose: a waiver of one would turn a crash into a
     PASS, so the Contract refuses it and says what to do instead."""
     from harness.errors import RegistryError
-    from harness.vocabulary import RUN_ENDS, Check
+    from vocabulary import RUN_ENDS, Check
     from harness.registry.opspec import COMMON_CHECKS
     from harness.registry.registry import Contract
 
@@ -120,10 +120,10 @@ def test_how_a_run_ended_cannot_be_waived():
 
 
 def test_the_vocabulary_is_one_module_and_the_pool_maps_kernel_ends_explicitly():
-    """Each closed set of names is defined once (harness.vocabulary) and the modules that use it
+    """Each closed set of names is defined once (the vocabulary package) and the modules that use it
     import that very class; a kernel process's end becomes a job's end through JOB_END, every
     KernelEnd mapped, not by matching string values."""
-    from harness import vocabulary as v
+    import vocabulary as v
     from harness.execution import job
     from harness.mutation import outcome
     from harness.record import case_record

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 from pathlib import Path
 
 from harness.run import backend as backends
+from vocabulary import Backend as BackendName
 
 DEFAULT_REPORT_DIR = "reports/out"
 REPRO_REPORT_DIR = "reports/repro"  # a one-case run (--case): beside a full run's reports, never over them
@@ -46,15 +46,6 @@ def add_shard(p: argparse.ArgumentParser, *, what: str) -> None:
     p.add_argument("--shard", type=shard_arg, default=None, metavar="I/K",
                    help=f"run only part I of K of the {what} (CI matrix jobs, 0-based); the K parts together are "
                         "exactly the unsharded run: `python -m harness report --merge DIR ...` joins their reports")
-
-
-def in_part(name: str, shard: tuple[int, int] | None) -> bool:
-    """Whether the item ``name`` (a mutant) belongs to part I of K: a stable hash of the name
-    (not Python's hash(), which changes between processes), so every CI job agrees."""
-    if shard is None:
-        return True
-    index, count = shard
-    return int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) % count == index
 
 
 def jobs_arg(text: str) -> int | str:
@@ -117,7 +108,7 @@ def default_jobs(backend: backends.Backend, n_jobs: int, *, shardable: bool = Fa
     sharded (verify) and the slots beyond one per job split them."""
     from harness.execution.workers import visible_gpus
 
-    if backend.name == "cuda":
+    if backend.name == BackendName.CUDA:
         # a worker spends most of its time on the CPU (start-up, Python, compilation, case
         # set-up), so several share a GPU: half the cores, at least two per visible GPU
         gpus = max(1, len(visible_gpus()))
@@ -136,6 +127,6 @@ def mutate_jobs(requested: int | str | None, backend: backends.Backend, n_jobs: 
         return requested
     if requested == "auto":
         return default_jobs(backend, n_jobs)
-    if backend.name == "cuda":
+    if backend.name == BackendName.CUDA:
         return max(1, len(visible_gpus()))
     return max(1, min(n_jobs, os.cpu_count() or 1))

@@ -17,6 +17,7 @@ import sys
 import time
 
 from harness.run.backend import BACKENDS
+from vocabulary import Backend
 
 NAME = "doctor"
 HELP = "check the environment: backend, one real kernel run against the oracle, versions, what is missing"
@@ -104,7 +105,7 @@ def _backend(name: str, out: _Out):
     out.line("ok", f"triton {version}")
     import torch
 
-    if backend.name == "cuda":
+    if backend.name == Backend.CUDA:
         idx = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(idx)
         out.line("ok", f"device {idx}: {props.name}, compute capability {props.major}.{props.minor}, "
@@ -196,7 +197,7 @@ def _caches(backend, out: _Out) -> None:
     from harness.cli.common import DEFAULT_REPORT_DIR
 
     print("caches:")
-    if backend is not None and backend.name == "cuda":
+    if backend is not None and backend.name == Backend.CUDA:
         triton_dir = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
         entries = sum(1 for _ in triton_dir.iterdir()) if triton_dir.is_dir() else 0
         if entries:

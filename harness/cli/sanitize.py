@@ -16,6 +16,7 @@ import argparse
 from harness.cli import common
 from harness.errors import UsageError
 from harness.settings import DEFAULTS, current as current_settings
+from vocabulary import Backend
 
 NAME = "sanitize"
 HELP = "run kernels (the project's and --plugin ones) under compute-sanitizer (memcheck, racecheck); needs a GPU"
@@ -114,14 +115,14 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
         result = run_case(spec, entry, case, backend=backend.name, device=backend.device, phase=Phase.EXPLICIT)
         bad = [r.check for r in result.records if not r.passed]
         failed += bool(bad)
-        if backend.name == "cuda":
+        if backend.name == Backend.CUDA:
             import torch
 
             torch.cuda.synchronize()  # a memory error is reported against this case, not the next
         print(f"driver: {case.id}: {'ok' if not bad else 'checks failed: ' + ', '.join(bad)}", flush=True)
     import torch
 
-    if backend.name == "cuda":
+    if backend.name == Backend.CUDA:
         torch.cuda.synchronize()
     print(f"driver: done, {failed} case(s) with failed checks", flush=True)
     return 0

@@ -10,7 +10,7 @@ import dataclasses
 
 from harness.settings import DEFAULTS
 from harness.record.case_record import CaseRecord
-from harness.vocabulary import Decision, EventKind, JobStatus  # noqa: F401  (the pool's names, also imported from here)
+from vocabulary import Decision, EventKind, JobStatus  # noqa: F401  (the pool's names, also imported from here)
 
 
 @dataclasses.dataclass

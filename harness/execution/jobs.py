@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.settings import current as current_settings
-from harness.vocabulary import Check
+from vocabulary import Backend, Check
 from harness.execution.job import Decision, Event, EventKind, Job, JobResult, JobStatus
 from harness.execution.workers import (
     Worker, crash_message, failure_record, forgeries, judged_status, share_key, visible_gpus, worker_env,
@@ -79,7 +79,7 @@ class Pool:
         if len(set(self.ids)) != len(self.ids):
             raise ValueError("the jobs of one run need distinct ids")
         self.limits = {job_id: job.timeout for job_id, job in zip(self.ids, jobs)}
-        self.gpus = visible_gpus() if any(j.backend == "cuda" for j in jobs) else []
+        self.gpus = visible_gpus() if any(j.backend == Backend.CUDA for j in jobs) else []
         self.pending = list(enumerate(jobs))
         self.workers: dict[int, Worker] = {}
         self.results: dict[int, JobResult] = {}

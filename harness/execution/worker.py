@@ -31,7 +31,7 @@ import signal
 import sys
 
 from harness.orphans import die_with_parent
-from harness.vocabulary import WireEvent
+from vocabulary import WireEvent
 
 
 class _Out:

@@ -28,7 +28,7 @@ from harness.settings import PROJECT_ROOT
 from harness.cases.case import repro_command, Case
 from harness.execution.job import Job, JobStatus
 from harness.record.case_record import CaseRecord, Phase
-from harness.vocabulary import JOB_END, Check, KernelEnd, WireEvent
+from vocabulary import JOB_END, Backend, Check, KernelEnd, WireEvent
 
 
 def visible_gpus() -> list[str]:
@@ -51,7 +51,7 @@ def worker_env(job: Job, slot: int, gpus: list[str], base, threads: int | None =
     env = dict(base)
     if threads is not None and "OMP_NUM_THREADS" not in base:
         env["OMP_NUM_THREADS"] = str(max(1, threads))
-    if job.backend == "interpreter":
+    if job.backend == Backend.INTERPRETER:
         env["TRITON_INTERPRET"] = "1"
     else:
         env.pop("TRITON_INTERPRET", None)

@@ -21,6 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from harness.settings import PROJECT_ROOT
+from vocabulary import Backend
 
 _STDLIB = Path(sysconfig.get_paths()["stdlib"]).resolve()
 
@@ -120,11 +121,11 @@ def environment(backend: str, device: str) -> dict:
     import torch
     import triton
 
-    name = torch.cuda.get_device_name(torch.device(device)) if backend == "cuda" else "cpu"
+    name = torch.cuda.get_device_name(torch.device(device)) if backend == Backend.CUDA else "cpu"
     from harness.settings import current
 
     env = {"torch": torch.__version__, "triton": triton.__version__, "python": sys.version.split()[0],
            "backend": backend, "device": name}
-    if backend != "cuda" and current().later_calls_interpreter != "cover":  # which cases the later calls ran on
+    if backend != Backend.CUDA and current().later_calls_interpreter != "cover":  # which cases the later calls ran on
         env["later_calls"] = current().later_calls_interpreter
     return env

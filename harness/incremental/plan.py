@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.incremental import key as keys
 from harness.incremental.store import Store
 from harness.settings import PROJECT_ROOT
+from vocabulary import Backend
 
 VERIFY = "verify"
 LATEST = "latest"
@@ -166,7 +167,7 @@ def verify_plans(entries, store: Store, *, backend: str, settings: dict) -> list
     """Each selected kernel's plan for ``verify``."""
     from harness.registry.registry import REGISTRY
 
-    device = "cuda" if backend == "cuda" else "cpu"
+    device = "cuda" if backend == Backend.CUDA else "cpu"
     return [unless_inconclusive(plan(store, VERIFY, f"{e.op}/{e.name}",
                                       kernel_parts(e, REGISTRY.op(e.op), backend=backend, device=device,
                                                    settings=settings)))
@@ -202,7 +203,7 @@ def verified_cases(entry, store: Store, *, backend: str) -> tuple[frozenset[str]
     if latest is None:
         return None
     saved_parts = latest["payload"]["parts"]
-    device = "cuda" if backend == "cuda" else "cpu"
+    device = "cuda" if backend == Backend.CUDA else "cpu"
     parts = kernel_parts(entry, REGISTRY.op(entry.op), backend=backend, device=device,
                          settings=saved_parts.get("settings"))
     if keys.digest(parts) != latest["payload"]["key"]:
@@ -224,7 +225,7 @@ TRAIN = "train"
 def train_plan(entry, store: Store, *, backend: str, settings: dict) -> Plan:
     """train-check's plan: the kernel's module closure, the training workflow's closure (its
     model, data, reference path and conditions), the harness, the environment and the options."""
-    device = "cuda" if backend == "cuda" else "cpu"
+    device = "cuda" if backend == Backend.CUDA else "cpu"
     parts = {
         "kernel": kernel_part(entry),
         "engine": dict(keys.closure("harness.workflows.training")),
@@ -246,7 +247,7 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
     from harness.mutation.outcome import ident
     from harness.registry.registry import REGISTRY
 
-    device = "cuda" if backend == "cuda" else "cpu"
+    device = "cuda" if backend == Backend.CUDA else "cpu"
     plans = {}
     for e in entries:
         originals = {}
@@ -275,7 +276,7 @@ def sanity_plan(ops: list[str], store: Store, *, backend: str, settings: dict) -
     is the closure of the clean kernels, of the forced-failure mutants and of the ops' specs."""
     from harness.registry.registry import REGISTRY, Origin
 
-    device = "cuda" if backend == "cuda" else "cpu"
+    device = "cuda" if backend == Backend.CUDA else "cpu"
     parts = {"kernel": {"ops": ops, "closure": {}}, "op": {}, "mutant": {"closure": {}}}
     for e in REGISTRY.select(kind="kernel"):
         if e.origin is Origin.PROJECT and e.op in ops:

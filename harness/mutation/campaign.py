@@ -26,10 +26,11 @@ from typing import Callable, Mapping
 from harness.cases.case import Case, repro_command
 from harness.settings import PROJECT_ROOT
 from harness.execution.jobs import Event, Job, JobResult, run_jobs
+from harness.execution.run_settings import RunSettings
 from harness.mutation.outcome import SANITY_PREFIX, Outcome, Status
 from harness.registry import discovery
 from harness.registry.registry import Origin, REGISTRY, KernelEntry
-from harness.vocabulary import RUN_ENDS
+from vocabulary import RUN_ENDS, mutation_score
 
 EQUIVALENT_FILE = PROJECT_ROOT / discovery.MUTANTS.replace(".", "/") / "equivalent.toml"
 TIMEOUT_FACTOR = 5.0
@@ -48,27 +49,6 @@ class Sanity:
     interrupted: bool = False  # the campaign was stopped before every job ended
     not_run: list[str] = dataclasses.field(default_factory=list)  # mutants left unfinished by the interruption
     harness_error: bool = False  # refused because the harness's own code raised (harness.execution.fault): exit 3
-
-
-@dataclasses.dataclass(frozen=True)
-class JobSettings:
-    """What every job of one campaign shares. ``library``/``carrier``: a library campaign
-    (harness.mutation.library): the modules whose mutants the kernel processes register, and
-    the plugin kernels that run them."""
-
-    backend: str
-    seed: int
-    max_examples: int
-    plugins: tuple[str, ...] = ()
-    modules: tuple[str, ...] = ()
-    case: str | None = None
-    library: tuple[str, ...] = ()
-    carrier: str = "*"
-
-    def job(self, op: str, kernel: str, *, timeout: float) -> Job:
-        return Job(op=op, kernel=kernel, backend=self.backend, seed=self.seed, max_examples=self.max_examples,
-                   plugins=tuple(self.plugins), case=self.case, stop_at_first_failure=True, timeout=timeout,
-                   extra_modules=tuple(self.modules), library=tuple(self.library), carrier=self.carrier)
 
 
 def mutant_modules() -> tuple[str, ...]:
@@ -236,7 +216,7 @@ def clean_kernels(ops: list[str], library: bool) -> list[KernelEntry]:
     return [e for e in REGISTRY.select(kind="kernel") if e.origin is Origin.PROJECT and e.op in ops]
 
 
-def sanity_jobs(ops: list[str], settings: JobSettings, *, shards: int = 1,
+def sanity_jobs(ops: list[str], settings: RunSettings, *, shards: int = 1,
                 verified: Mapping[str, tuple[frozenset[str], float, str]] | None = None) -> tuple[list[Job], str | None]:
     """The clean run of every clean kernel of ``ops`` (split into ``shards`` jobs, which
     together run the suite's whole case set: harness.run.suite) and the forced failure of each.
@@ -322,7 +302,7 @@ def _sanity_problem(job: Job, result: JobResult, failure: dict | None) -> str | 
 def sanity(ops: list[str], *, backend: str, seed: int, max_examples: int, plugins, parallel: int, modules,
            case: str | None = None, on_event: Callable[[Event], None] | None = None) -> Sanity:
     """The clean kernels must pass; the forced failure of each must fail (run on their own)."""
-    settings = JobSettings(backend, seed, max_examples, tuple(plugins), tuple(modules), case)
+    settings = RunSettings(backend, seed, max_examples, tuple(plugins), tuple(modules), case, stop_at_first_failure=True)
     jobs, problem = sanity_jobs(ops, settings)
     if problem:
         return Sanity(False, problem, {}, [])
@@ -354,10 +334,7 @@ def observed_kills(outcomes: list[Outcome]) -> dict[str, str]:
 
 def score(outcomes: list[Outcome]) -> float | None:
     """detected / (total - incompetent - equivalent); None when no mutant is scorable."""
-    scorable = [o for o in outcomes if o.status not in (Status.INCOMPETENT, Status.EQUIVALENT)]
-    if not scorable:
-        return None
-    return sum(o.status.detected for o in scorable) / len(scorable)
+    return mutation_score(o.status for o in outcomes)
 
 
 def kill_matrix(outcomes: list[Outcome]) -> dict[str, dict[str, str]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.settings import PROJECT_ROOT
 from reports import jsonio
+from vocabulary import Backend
 
 FORMAT = 1
 COMMITTED = PROJECT_ROOT / "properties" / "mutants" / "kill_hints.json"
@@ -65,7 +66,7 @@ def keep(cache: dict, path: Path | None, backend: str, kept: list) -> None:
     for o in kept:
         kills.pop(o.entry.name, None)
     kills.update(campaign.observed_kills(kept))
-    if backend == "cuda":
+    if backend == Backend.CUDA:
         by_memcheck = cache.setdefault("memcheck", {})
         for o in kept:
             by_memcheck.pop(o.entry.name, None)

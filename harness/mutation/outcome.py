@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.registry.registry import Origin, KernelEntry
-from harness.vocabulary import Status
+from vocabulary import Status
 
 SANITY_PREFIX = "sanity.forced_failure."  # the forced failures of the sanity step (never scored)
 

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from harness.execution.jobs import Decision, Event, EventKind, Job, JobResult, JobStatus, Pool
+from harness.execution.run_settings import RunSettings
 from harness.mutation.campaign import (
-    PROVISIONAL_TIMEOUT_S, TIMEOUT_FACTOR, TIMEOUT_MARGIN_S, JobSettings, Sanity, classify, clean_shards, harness_failure,
+    PROVISIONAL_TIMEOUT_S, TIMEOUT_FACTOR, TIMEOUT_MARGIN_S, Sanity, classify, clean_shards, harness_failure,
     is_forced, is_marked, judge_sanity, sanity_held, sanity_jobs,
 )
 from harness.mutation.outcome import Outcome, Status, ident
@@ -69,9 +70,10 @@ class CampaignPlan:
     def sanity_ops(self) -> list[str]:
         return sorted(self.ops if self.ops is not None else {e.op for e in self.entries})
 
-    def job_settings(self) -> JobSettings:
-        return JobSettings(self.backend, self.seed, self.max_examples, tuple(self.plugins), tuple(self.modules),
-                           self.case, tuple(self.library), self.carrier)
+    def job_settings(self) -> RunSettings:
+        """What every job of the campaign shares: a job stops at its first failure (a mutant's detection)."""
+        return RunSettings(self.backend, self.seed, self.max_examples, tuple(self.plugins), tuple(self.modules),
+                           self.case, tuple(self.library), self.carrier, stop_at_first_failure=True)
 
 
 class CampaignSession:
@@ -106,6 +108,11 @@ class CampaignSession:
         self.forward: Callable[[Event], None] | None = None
 
     @property
+    def jobs(self) -> list[Job]:
+        """The sanity step's jobs (none when reused), then the mutants'."""
+        return self.checks + self.mutant_jobs
+
+    @property
     def job_count(self) -> int:
         """The jobs the pool runs or skips: the sanity step's (none when reused) and the mutants'."""
         return len(self.checks) + len(self.to_run)
@@ -126,7 +133,7 @@ class CampaignSession:
         if self.problem:
             return Sanity(False, self.problem, {}, []), []
         self.forward = on_event
-        self.pool = Pool(self.checks + self.mutant_jobs, parallel=self.plan.parallel, on_event=self._on_event,
+        self.pool = Pool(self.jobs, parallel=self.plan.parallel, on_event=self.on_event,
                          reuse=self.plan.reuse, decide=self.decide)
         self.started = time.monotonic()
         results: list[JobResult] | None = None
@@ -136,6 +143,10 @@ class CampaignSession:
             if self.first_looks is not None:  # after an interruption, the sanitizer runs still going are killed
                 self.first_looks.close(interrupted=results is None or any(r.status == JobStatus.INTERRUPTED
                                                                           for r in results))
+        return self.result(results)
+
+    def result(self, results: list[JobResult]) -> tuple[Sanity, list[Outcome]]:
+        """The sanity verdict and the outcomes, from every job's result (in ``jobs`` order)."""
         n = len(self.checks)
         not_run = self._collect(results[n:])
         saved_sanity = self.plan.saved_sanity
@@ -171,7 +182,7 @@ class CampaignSession:
         self.looked[key] = found
         return Decision.SKIP
 
-    def _on_event(self, event: Event) -> None:
+    def on_event(self, event: Event) -> None:
         if event.kind == EventKind.DONE and event.job.id in self.sanity_ids:
             self._sanity_job_done(event)
         if self.forward is None:
@@ -222,7 +233,7 @@ class CampaignSession:
             return TIMEOUT_FACTOR * saved.clean_seconds[op] + TIMEOUT_MARGIN_S
         return PROVISIONAL_TIMEOUT_S
 
-    def _mutant_job(self, entry: KernelEntry, settings: JobSettings, timeout: float) -> Job:
+    def _mutant_job(self, entry: KernelEntry, settings: RunSettings, timeout: float) -> Job:
         job = settings.job(entry.op, entry.name, timeout=timeout)
         job.id = f"mutant:{ident(entry)}"
         # a plugin's mutant is outside code that may patch global state: it gets a worker of its

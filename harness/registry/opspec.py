@@ -14,9 +14,9 @@ import torch
 
 from harness.compare import tolerances
 from harness.cases.case import Case
-from harness.vocabulary import Check
+from vocabulary import Check
 
-# the checks the runner (harness.run.runner) and the worker pool record for every op (harness.vocabulary)
+# the checks the runner (harness.run.runner) and the worker pool record for every op (vocabulary.names)
 COMMON_CHECKS = tuple(Check)
 
 

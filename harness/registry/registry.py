@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from harness.errors import RegistryError
-from harness.vocabulary import RUN_ENDS, Origin
+from vocabulary import RUN_ENDS, Origin
 from harness.registry import discovery, kernel_signature
 
 UPSTREAM = "upstream"  # the name a per-tensor contract field gives the upstream gradient

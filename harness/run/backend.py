@@ -12,6 +12,7 @@ import platform
 import sys
 
 from harness.errors import UsageError
+from vocabulary import Backend as BackendName
 
 BACKENDS = ("auto", "cuda", "interpreter")
 
@@ -23,14 +24,14 @@ class Backend:
 
     @property
     def is_interpreter(self) -> bool:
-        return self.name == "interpreter"
+        return self.name == BackendName.INTERPRETER
 
     def describe(self) -> dict:
         """What every report records about where it ran."""
         import torch
         import triton
 
-        if self.name == "cuda":
+        if self.name == BackendName.CUDA:
             device_name = torch.cuda.get_device_name(torch.cuda.current_device())
         else:
             device_name = f"CPU ({platform.processor() or platform.machine()}, Triton interpreter)"
@@ -80,7 +81,7 @@ def select(name: str) -> Backend:
     interpret_requested = os.environ.get("TRITON_INTERPRET") == "1"
     if name == "auto":
         name = "interpreter" if interpret_requested or not _gpu_visible() else "cuda"
-    if name == "cuda":
+    if name == BackendName.CUDA:
         if interpret_requested:
             raise UsageError("--backend cuda conflicts with TRITON_INTERPRET=1 in the environment; unset it")
         if not _gpu_visible():

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from properties import layouts
+from vocabulary import Backend
 
 KEEP_CACHED = 2 << 30  # bytes of cached, unused GPU memory a worker may keep after a case
 
@@ -52,7 +53,7 @@ def exclusive(case, backend: str, release_host: Callable[[], None] = lambda: Non
     Before the next one gets in, this process and, through ``release_host``, the kernel process
     give their GPU memory back: the case's inputs, the kernel's outputs and saved graph, and the
     allocator's cached blocks (harness.run.kernel_host.Session.release)."""
-    if backend != "cuda":
+    if backend != Backend.CUDA:
         yield
         return
     if not layouts.is_index_width(case):

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import torch
 
-from harness.vocabulary import Check, KernelEnd
+from vocabulary import Check, KernelEnd
 from harness.run import backend, compile_clock, interpreter_casts, launches, specializations
 from harness.run.oob import find_out_of_bounds
 

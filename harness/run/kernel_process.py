@@ -29,7 +29,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from harness.exits import describe_exit
-from harness.vocabulary import Check
+from vocabulary import Check
 
 from harness.run.socket_dir import fit_socket_dir
 from harness.run.kernel_host import KernelEnd, KernelError, KernelLost, NotATensor, Refusal, Reply

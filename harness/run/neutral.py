@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 NEUTRAL_FILE = "<kernel>"
-HIDDEN = ("harness", "properties", "oracles", "reports", "hypothesis")  # the harness's packages; its case generator
+HIDDEN = ("harness", "vocabulary", "properties", "oracles", "reports", "hypothesis")  # the harness's packages; its case generator
 _HARNESS_DIR = str(Path(__file__).resolve().parent.parent)
 
 _TRAMPOLINE = compile('''

@@ -31,7 +31,7 @@ from harness.cases.case import Case, repro_command
 from harness.compare import nonfinite, rounding, tolerances
 from harness.record import waivers
 from harness.record.case_record import CaseRecord, Phase
-from harness.vocabulary import Check
+from vocabulary import Check
 from harness.registry import inplace
 from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
 from harness.registry.registry import KernelEntry

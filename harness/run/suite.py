@@ -21,7 +21,6 @@ set of an unsharded run. A shard that finds a failure shrinks it itself.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import time
 from typing import Callable, Sequence
 
@@ -30,9 +29,10 @@ from hypothesis.errors import FlakyFailure
 from hypothesis import HealthCheck, Phase as HypothesisPhase, given, seed as hypothesis_seed, settings
 
 from harness.cases.case import Case, repro_command
+from harness.cases.shard import shard_of
 from harness.registry.opspec import OpSpec
 from harness.record import waivers
-from harness.vocabulary import Check
+from vocabulary import Backend, Check
 from harness.record.case_record import CaseRecord, Phase
 from harness.registry.registry import KernelEntry
 from harness.run import gpu_slot
@@ -99,7 +99,7 @@ class SuitePlan:
     def mine(self, case: Case) -> bool:
         """Whether a generated case belongs to this shard."""
         index, count = self.shard
-        return count == 1 or shard_of(case, count) == index
+        return count == 1 or shard_of(case.id, count) == index
 
 
 def _size_class(value) -> str:
@@ -245,7 +245,7 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan, releas
     if plan.quick:
         chosen = quick_cover(whole)
         whole = [case for case in whole if case.id in chosen]
-    every = plan.backend != "interpreter" or current_settings().later_calls_interpreter == "all"
+    every = plan.backend != Backend.INTERPRETER or current_settings().later_calls_interpreter == "all"
     cover = None if every else later_cover(whole)  # None: the later calls on every case
 
     def later(case_id: str) -> bool:
@@ -284,11 +284,6 @@ def _suite(spec: OpSpec, one, records: list[CaseRecord], plan: SuitePlan, releas
     if plan.max_examples > 0 and not plan.quick:
         _generated(spec, one, records, plan)
     return records
-
-
-def shard_of(case: Case, count: int) -> int:
-    """The shard a generated case belongs to: a stable hash of its id (not Python's hash())."""
-    return int(hashlib.sha1(case.id.encode()).hexdigest()[:8], 16) % count
 
 
 def _generated(spec: OpSpec, one, kept: list[CaseRecord], plan: SuitePlan) -> None:

@@ -56,6 +56,7 @@ from harness.registry.registry import register_op
 from oracles.attention import attention_backward_magnitudes, attention_forward_magnitudes, attention_reference
 from properties import apart, layouts, strategies, values
 from properties.derive import DeclaredOp, unique
+from vocabulary import Backend
 
 KINDS = ("normal", "large_logits", "negative_logits", "ties")
 LARGE_SCORE = 60.0  # the scores' standard deviation under large_logits
@@ -136,7 +137,7 @@ class AttentionOp(DeclaredOp):
                                stable_pick(SCALES, self.name, key, name, "scale"))
 
     def floor_cases(self, *, backend: str) -> list[Case]:
-        shapes = [dict(zip(DIMS, s)) for s in FLOOR_SHAPES + (FLOOR_SHAPES_GPU if backend == "cuda" else ())]
+        shapes = [dict(zip(DIMS, s)) for s in FLOOR_SHAPES + (FLOOR_SHAPES_GPU if backend == Backend.CUDA else ())]
         cases = []
         for dtype in strategies.DTYPES:
             picked = [self.picked(shape, dtype) for shape in shapes]
@@ -148,7 +149,7 @@ class AttentionOp(DeclaredOp):
                 key = self._key(shape)
                 cases.append(self.sized_case(size, torch.float32, "contiguous", stable_pick(KINDS, self.name, key, "plain"),
                                              True, stable_pick(SCALES, self.name, key, "plain")))
-        if backend == "cuda":
+        if backend == Backend.CUDA:
             cases += self.index_width_cases()
         return unique(cases)
 

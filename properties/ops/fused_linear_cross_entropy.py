@@ -52,6 +52,7 @@ from oracles.fused_linear_ce import (fused_linear_ce_backward, fused_linear_ce_m
                                      fused_linear_ce_rounded_gradients)
 from properties import layouts, strategies, values
 from properties.derive import DeclaredOp, unique
+from vocabulary import Backend
 
 PICKED_KINDS = ("normal", "large", "confident", "tiny", "mixed_scale", "ascending")
 VALUE_KINDS = PICKED_KINDS + ("offset",)
@@ -153,7 +154,7 @@ class FusedLinearCrossEntropyOp(DeclaredOp):
             cases += [self.picked(shape, dtype, kind="offset") for shape in sized(SHAPES_OFFSET)]
             for n, d, v in SHAPES_ALL_IGNORED:
                 cases.append(self.flce_case(n, d, v, dtype, "contiguous", "normal", "all", -100))
-        if backend == "cuda":
+        if backend == Backend.CUDA:
             # Many programs at once, only affordable on a GPU: 4096 rows make the forward's programs
             # walk several vocabulary tiles each (the online rescale of the running sum matters:
             # ascending logits raise the max tile after tile), and make the dW work of many row

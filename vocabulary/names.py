@@ -13,9 +13,12 @@ turned back into members (``JobStatus(value)``). What each set names:
   keeps a JobStatus).
 - ``WireEvent``: the lines a worker writes to its event file and the pool reads; ``EventKind``:
   what the pool tells its caller; ``Decision``: what the caller tells the pool about a queued job.
-- ``Status``: a mutant's outcome in a campaign.
+- ``Status``: a mutant's outcome in a campaign (``STATUS_ORDER``: the order reports list them in).
+- ``Verdict``: a kernel's verdict in verify.json; ``FailureClass``: why a failed kernel failed.
+- ``Backend``: where kernels ran; ``EntryKind``: what a registry entry is; ``Layout``: the built-in
+  memory layouts of a case's tensors (an op may declare more: a layout stays a string in a case).
 
-This module imports nothing of the harness, so every layer can use it.
+This package imports nothing of the project, so every layer can use it, ``reports/`` included.
 """
 
 from __future__ import annotations
@@ -128,3 +131,61 @@ class Status(str, enum.Enum):
     @property
     def detected(self) -> bool:
         return self in (Status.KILLED, Status.TIMEOUT, Status.CRASHED)
+
+    @property
+    def scored(self) -> bool:
+        """Whether the mutant counts in the score: an incompetent or equivalent one does not."""
+        return self not in (Status.INCOMPETENT, Status.EQUIVALENT)
+
+
+# the order reports list mutants in: what needs a look first
+STATUS_ORDER = (Status.SURVIVED, Status.TIMEOUT, Status.CRASHED, Status.KILLED, Status.INCOMPETENT, Status.EQUIVALENT)
+
+
+class Verdict(enum.StrEnum):
+    """A kernel's verdict in verify.json (reports/verify_report.py says how each is reached)."""
+
+    PASS = "pass"
+    PASS_FORWARD_ONLY = "pass (forward only)"  # no gradient checked
+    FAIL = "fail"
+    NOT_VERIFIED = "not verified"  # nothing failed, but nothing proves the kernel right
+    ERROR = "error"  # the harness's own code (or an op's declaration) raised: no verdict on the kernel
+
+
+PASSING = (Verdict.PASS, Verdict.PASS_FORWARD_ONLY)
+
+
+class FailureClass(enum.StrEnum):
+    """Why a failed kernel failed."""
+
+    PRECISION = "precision"  # every failure within a few roundings of what the error model allows
+    REFUSED = "refused"  # every failure a clean refusal of an in-contract case
+    ERROR = "error"  # beyond what rounding explains, a crash, a wrong shape, ...
+    SHORTCUT = "shortcut"  # it calls the reference (verify --strict)
+
+
+class Backend(enum.StrEnum):
+    """Where kernels run (a report's ``backend``)."""
+
+    CUDA = "cuda"
+    INTERPRETER = "interpreter"
+
+
+class EntryKind(enum.StrEnum):
+    """What a registry entry is."""
+
+    KERNEL = "kernel"
+    MUTANT = "mutant"
+
+
+class Layout(enum.StrEnum):
+    """The built-in memory layouts of a case's tensors (properties/layouts.py builds them)."""
+
+    CONTIGUOUS = "contiguous"
+    TRANSPOSED = "transposed"
+    COL_SLICED = "col_sliced"
+    OFFSET = "offset"
+    PERMUTED = "permuted"
+    MIXED = "mixed"
+    INDEX_WIDTH_ROWS = "index_width_rows"
+    INDEX_WIDTH_COLS = "index_width_cols"

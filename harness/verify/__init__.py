@@ -1,0 +1,1 @@
+"""The verify side: one verify run's session (what it runs, each queued job's decision, what it saves as kernels end, what it collects) and its report (verify.json, the rendered reports, the exit status)."""
