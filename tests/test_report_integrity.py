@@ -83,6 +83,31 @@ def test_json_reports_are_strict_and_read_back_as_floats(tmp_path):
     assert math.isnan(jsonio.loads('{"a": NaN}')["a"])  # bare NaN tokens (Python's json) still read
 
 
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
+        return math.isnan(b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.mark.parametrize("text", [
+    '{"nan": "nan", "inf" : "-inf", "a": ["inf", "-inf", "nan"]}',  # keys stay strings, values become floats
+    '["x\\"nan\\"", "\\"nan", "nan\\\\", "\\\\", "nan", "NaN is \\"inf\\""]',  # escaped quotes: inside strings
+    '{"a": "Infinity", "b": "nan ", "c": " inf", "d": "-inf"}',
+    '"nan"', '[1, 2.5, null, true]', '{"a": NaN, "b": -Infinity}',
+    '{\n "k": [\n  "nan",\n  {"inf":\n "inf"}\n ]\n}',
+])
+def test_loads_reads_the_nonfinite_strings_as_the_walk_over_every_value_does(text):
+    # the fast path (the C parser on the text with those string tokens made bare) against the
+    # definition: parse, then turn every string value "nan", "inf", "-inf" into its float
+    assert _same(jsonio.loads(text), jsonio.decode(json.loads(text)))
+
+
 def test_worst_ratio_is_nan_whatever_the_order():
     # max() keeps its first argument against NaN: a NaN case would hide behind a small finite worst
     assert math.isnan(verify_report.worst_ratio([0.1, math.nan, 0.2]))
