@@ -324,3 +324,17 @@ def test_a_source_from_an_earlier_run_is_marked_stale(tmp_path, monkeypatch):
         writer.write_json(tmp_path, name, data)
     report_cli.write_all(tmp_path)
     assert "STALE" not in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("data", [
+    {"header": {"seed": 0, "nan": math.nan}, "records": [{"err": math.inf, "case": "a"}, {"err": 0.5, "case": "b"}],
+     "empty": [], "none": {}, 1: -math.inf, None: [[1, [math.nan]], (2, 3)], 2.5: True, False: "nan"},
+    [math.nan, {"a": [1, 2]}], "text", 3.0, [], {},
+])
+def test_dumps_lays_out_the_same_values_as_jsons_own_indented_text(data):
+    # bug class: the laid-out writer (C-encoded lines under two expanded levels) dropping a value,
+    # a non-finite float left a bare NaN token, or a non-string key written otherwise than json does
+    text = jsonio.dumps(data)
+    assert json.loads(text) == json.loads(json.dumps(jsonio.encode(data), indent=1, allow_nan=False))
+    json.loads(text, parse_constant=lambda token: pytest.fail(f"bare {token} in {text}"))
+    assert jsonio.dumps(data, indent=None) == json.dumps(jsonio.encode(data), allow_nan=False)
