@@ -71,3 +71,14 @@ def test_an_error_reply_is_not_kept(asked, monkeypatch):
     catalog._replied(PROJECT)
     catalog._replied(PROJECT)
     assert len(calls) == 2
+
+
+def test_the_run_group_of_each_make_verify_is_not_a_change(asked, monkeypatch):
+    from reports.manifest import GROUP_ENV
+
+    _, calls = asked
+    monkeypatch.setenv(GROUP_ENV, "make-verify-1")
+    catalog._replied(PROJECT)
+    monkeypatch.setenv(GROUP_ENV, "make-verify-2")  # the Makefile names every run's group anew
+    catalog._replied(PROJECT)
+    assert len(calls) == 1

@@ -115,8 +115,10 @@ def _reply_key(request: dict) -> str | None:
     h.update(f"{sys.executable}\0{sys.version}".encode())
     for dist in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
         h.update(dist.encode())
-    for name in sorted(os.environ):
-        if name.startswith(("HARNESS_", "TRITON_", "CUDA_", "TORCH_", "PYTORCH_")) or name == "PYTHONPATH":
+    from reports.manifest import GROUP_ENV
+
+    for name in sorted(os.environ):  # each run's own group name is no setting
+        if name.startswith(("HARNESS_", "TRITON_", "CUDA_", "TORCH_", "PYTORCH_")) and name != GROUP_ENV or name == "PYTHONPATH":
             h.update(f"{name}={os.environ[name]}\0".encode())
     for top in sorted(PROJECT_ROOT.iterdir()):
         if not top.is_dir() or top.name.startswith(".") or top.name in _NOT_READ:
