@@ -10,7 +10,9 @@ judge sees it (``harness.execution.worker.entry_view``: no function), each op th
 load itself (a plugin's) as a ``DescribedOp``. User code still runs, only elsewhere: in this
 child, in the judges that need a plugin's op declaration, and in the kernel processes.
 
-The child's standard output is the reply alone: whatever the plugins print goes to stderr.
+The child's standard output is the reply alone: whatever the plugins print goes to stderr. A
+reply to a project-only request is kept in ``build/catalog/`` and stands for the next one while no
+source it was read from has changed (``_replied``): an unchanged gate starts no child.
 """
 
 from __future__ import annotations
