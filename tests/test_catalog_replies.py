@@ -18,8 +18,11 @@ PROJECT = {"plugins": [], "op": None, "select": "*", "case": None}
 def asked(tmp_path, monkeypatch):
     root = tmp_path / "project"
     (root / "kernels").mkdir(parents=True)
+    (root / "kernels" / "__init__.py").write_text("")
     (root / "kernels" / "k.py").write_text("BLOCK = 64\n")
     (root / "tests").mkdir()
+    (root / "tests" / "__init__.py").write_text("")
+    (root / "reports" / "out").mkdir(parents=True)  # a report folder: not a package, never read
     monkeypatch.setattr(catalog, "PROJECT_ROOT", root)
     monkeypatch.setattr(catalog, "_REPLIES", tmp_path / "build" / "catalog")
     monkeypatch.delenv("HARNESS_SPECIALIZE_ALL", raising=False)
@@ -38,12 +41,16 @@ def test_an_unchanged_project_is_answered_without_a_child(asked):
     first = catalog._replied(PROJECT)
     assert catalog._replied(PROJECT) == first and len(calls) == 1
     (root / "tests" / "test_k.py").write_text("x = 1\n")  # a test is no source the child reads
+    (root / "reports" / "out" / "helper.py").write_text("x = 1\n")  # nor a file of a report folder
     assert catalog._replied(PROJECT) == first and len(calls) == 1
 
 
-@pytest.mark.parametrize("change", ["source", "new_module", "environment", "request"])
-def test_a_change_the_child_would_see_asks_it_again(asked, monkeypatch, change):
+@pytest.mark.parametrize("change", ["source", "new_module", "environment", "request", "distribution"])
+def test_a_change_the_child_would_see_asks_it_again(asked, monkeypatch, tmp_path, change):
     root, calls = asked
+    site = tmp_path / "site"
+    (site / "liger_kernel-0.8.5.dist-info").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(site))
     catalog._replied(PROJECT)
     request = PROJECT
     if change == "source":
@@ -52,6 +59,8 @@ def test_a_change_the_child_would_see_asks_it_again(asked, monkeypatch, change):
         (root / "kernels" / "other.py").write_text("")
     elif change == "environment":
         monkeypatch.setenv("HARNESS_SPECIALIZE_ALL", "1")  # read when a kernel module is imported
+    elif change == "distribution":
+        (site / "liger_kernel-0.8.5.dist-info").rename(site / "liger_kernel-0.8.6.dist-info")  # an upgrade
     else:
         request = {**PROJECT, "op": "softmax"}
     assert catalog._replied(request)["call"] == 2 and len(calls) == 2

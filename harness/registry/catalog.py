@@ -109,26 +109,40 @@ def _reply_key(request: dict) -> str | None:
     (the backend, HARNESS_* and TRITON_* settings a kernel module reads at import). None for a
     request with plugin files (user code outside the project: asked every time)."""
     import hashlib
-    import importlib.metadata
 
     if request.get("plugins"):
         return None
     h = hashlib.sha256(json.dumps(request, sort_keys=True).encode())
     h.update(f"{sys.executable}\0{sys.version}".encode())
-    for dist in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
-        h.update(dist.encode())
+    for entry in sys.path:  # the installed distributions by their metadata folders' names (name-version)
+        try:
+            listed = sorted(n for n in os.listdir(entry or ".") if n.endswith((".dist-info", ".egg-info", ".pth")))
+        except OSError:
+            continue
+        h.update(f"{entry}\0{listed}".encode())
     from reports.manifest import GROUP_ENV
 
     for name in sorted(os.environ):  # each run's own group name is no setting
         if name.startswith(("HARNESS_", "TRITON_", "CUDA_", "TORCH_", "PYTORCH_")) and name != GROUP_ENV or name == "PYTHONPATH":
             h.update(f"{name}={os.environ[name]}\0".encode())
-    for top in sorted(PROJECT_ROOT.iterdir()):
-        if not top.is_dir() or top.name.startswith(".") or top.name in _NOT_READ:
-            continue
-        for path in sorted(top.rglob("*.py")):
-            h.update(str(path.relative_to(PROJECT_ROOT)).encode())
-            h.update(hashlib.sha256(path.read_bytes()).digest())
+    for path in _package_sources(PROJECT_ROOT):
+        h.update(str(path.relative_to(PROJECT_ROOT)).encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()[:24]
+
+
+def _package_sources(root: Path) -> list[Path]:
+    """The .py files of the project's packages (folders with an ``__init__.py``, and the packages
+    in them), tests/ aside: what the child can import from the project. A report folder's
+    thousands of store files are never listed."""
+    found = []
+    for top in sorted(root.iterdir()):
+        if top.name.startswith(".") or top.name in _NOT_READ or not (top / "__init__.py").is_file():
+            continue
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if (Path(folder) / d / "__init__.py").is_file())
+            found += [Path(folder) / f for f in sorted(files) if f.endswith(".py")]
+    return found
 
 
 def _ask(request: dict) -> dict:
