@@ -83,6 +83,31 @@ def test_json_reports_are_strict_and_read_back_as_floats(tmp_path):
     assert math.isnan(jsonio.loads('{"a": NaN}')["a"])  # bare NaN tokens (Python's json) still read
 
 
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
+        return math.isnan(b)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.mark.parametrize("text", [
+    '{"nan": "nan", "inf" : "-inf", "a": ["inf", "-inf", "nan"]}',  # keys stay strings, values become floats
+    '["x\\"nan\\"", "\\"nan", "nan\\\\", "\\\\", "nan", "NaN is \\"inf\\""]',  # escaped quotes: inside strings
+    '{"a": "Infinity", "b": "nan ", "c": " inf", "d": "-inf"}',
+    '"nan"', '[1, 2.5, null, true]', '{"a": NaN, "b": -Infinity}',
+    '{\n "k": [\n  "nan",\n  {"inf":\n "inf"}\n ]\n}',
+])
+def test_loads_reads_the_nonfinite_strings_as_the_walk_over_every_value_does(text):
+    # the fast path (the C parser on the text with those string tokens made bare) against the
+    # definition: parse, then turn every string value "nan", "inf", "-inf" into its float
+    assert _same(jsonio.loads(text), jsonio.decode(json.loads(text)))
+
+
 def test_worst_ratio_is_nan_whatever_the_order():
     # max() keeps its first argument against NaN: a NaN case would hide behind a small finite worst
     assert math.isnan(verify_report.worst_ratio([0.1, math.nan, 0.2]))
@@ -299,3 +324,17 @@ def test_a_source_from_an_earlier_run_is_marked_stale(tmp_path, monkeypatch):
         writer.write_json(tmp_path, name, data)
     report_cli.write_all(tmp_path)
     assert "STALE" not in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("data", [
+    {"header": {"seed": 0, "nan": math.nan}, "records": [{"err": math.inf, "case": "a"}, {"err": 0.5, "case": "b"}],
+     "empty": [], "none": {}, 1: -math.inf, None: [[1, [math.nan]], (2, 3)], 2.5: True, False: "nan"},
+    [math.nan, {"a": [1, 2]}], "text", 3.0, [], {},
+])
+def test_dumps_lays_out_the_same_values_as_jsons_own_indented_text(data):
+    # bug class: the laid-out writer (C-encoded lines under two expanded levels) dropping a value,
+    # a non-finite float left a bare NaN token, or a non-string key written otherwise than json does
+    text = jsonio.dumps(data)
+    assert json.loads(text) == json.loads(json.dumps(jsonio.encode(data), indent=1, allow_nan=False))
+    json.loads(text, parse_constant=lambda token: pytest.fail(f"bare {token} in {text}"))
+    assert jsonio.dumps(data, indent=None) == json.dumps(jsonio.encode(data), allow_nan=False)

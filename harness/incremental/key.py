@@ -50,9 +50,10 @@ def _installed(path: Path) -> bool:
 
 
 @lru_cache(maxsize=None)  # one parse per file and process: every closure walks the same shared modules
-def _imported_names(path: Path, package: str) -> frozenset[str]:
+def _imported_names(path: Path, package: str, text: bytes | None = None) -> frozenset[str]:
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    source = path.read_bytes() if text is None else text
+    for node in _statements(ast.parse(source, str(path)).body):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -63,6 +64,20 @@ def _imported_names(path: Path, package: str) -> frozenset[str]:
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
     return frozenset(n for n in names if n)
+
+
+def _statements(body: list):
+    """Every statement of ``body`` and of the blocks nested in it (functions, classes, branches,
+    loops, with, try, match): an import is a statement, so the expressions (most of a file's
+    nodes) need no visit."""
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                todo.extend(block)
 
 
 @lru_cache(maxsize=None)
@@ -83,17 +98,38 @@ def _distribution(module: str) -> str:
         return f"{top}==?"
 
 
-@lru_cache(maxsize=None)
+_CLOSURES: dict[str, tuple[tuple[str, str], ...]] = {}
+_FILES: dict[str, Path | None] = {}  # the closures of one process ask again for every shared name
+
+
 def closure(module: str) -> tuple[tuple[str, str], ...]:
     """(name, digest) of ``module`` and of everything it imports, transitively: a local source
-    file by its content, an installed package by its distribution and version."""
+    file by its content, an installed package by its distribution and version. One walk per
+    module and process (``closure.cache_clear()`` forgets them, and where each name's file is)."""
+    found = _CLOSURES.get(module)
+    if found is None:
+        found = _CLOSURES[module] = _walk(module)
+    return found
+
+
+def _forget() -> None:
+    _CLOSURES.clear()
+    _FILES.clear()
+
+
+closure.cache_clear = _forget
+
+
+def _walk(module: str) -> tuple[tuple[str, str], ...]:
     seen: dict[str, str] = {}
     todo = [module]
     while todo:
         name = todo.pop()
         if name in seen:
             continue
-        path = _file_of(name)
+        if name not in _FILES:
+            _FILES[name] = _file_of(name)
+        path = _FILES[name]
         if path is None:  # a name imported from a module (a function, a class), or a built-in module
             continue
         if _installed(path):
@@ -101,10 +137,58 @@ def closure(module: str) -> tuple[tuple[str, str], ...]:
             if top not in sys.stdlib_module_names:
                 seen[top] = _distribution(top)
             continue
-        seen[name] = hashlib.sha256(path.read_bytes()).hexdigest()[:20]
+        text = path.read_bytes()
+        content = hashlib.sha256(text).hexdigest()
+        seen[name] = content[:20]
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        todo.extend(_imported_names(path, package))
+        todo.extend(_IMPORTS.names(content, path, package, text))
+    _IMPORTS.save()
     return tuple(sorted(seen.items()))
+
+
+class _ImportsCache:
+    """The names each source file imports, by its content and package: parsing every file of a
+    closure again is most of an unchanged verify's planning (about 1 s on two cores). Kept in one
+    file under ``build/imports/`` (``make clean`` removes it), named by this file's own content and
+    the Python version (the parser); an unreadable or missing file means parsing again."""
+
+    FOLDER = PROJECT_ROOT / "build" / "imports"
+
+    def __init__(self) -> None:
+        self.known: dict[str, list[str]] | None = None
+        self.added = False
+        own = hashlib.sha256(Path(__file__).read_bytes() + sys.version.encode()).hexdigest()[:16]
+        self.name = f"imports-{own}.json"
+
+    def names(self, content: str, path: Path, package: str, text: bytes) -> frozenset[str]:
+        if self.known is None:
+            try:
+                found = json.loads((self.FOLDER / self.name).read_text())
+                self.known = found if isinstance(found, dict) else {}
+            except (OSError, ValueError):
+                self.known = {}
+        key = f"{content}:{package}"
+        listed = self.known.get(key)
+        if isinstance(listed, list):
+            return frozenset(listed)
+        names = _imported_names(path, package, text)
+        self.known[key] = sorted(names)
+        self.added = True
+        return names
+
+    def save(self) -> None:
+        if not self.added:
+            return
+        self.added = False
+        from reports import manifest, writer
+
+        try:  # atomic and listed in the folder's manifest, like every file the harness writes
+            writer.write_text(self.FOLDER, self.name, json.dumps(self.known))
+        except (OSError, manifest.ForeignFileError):
+            pass  # a read-only checkout, or a file of that name the harness did not write: parse every time
+
+
+_IMPORTS = _ImportsCache()
 
 
 @lru_cache(maxsize=None)

@@ -248,21 +248,24 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
     from harness.registry.registry import REGISTRY
 
     device = "cuda" if backend == Backend.CUDA else "cpu"
+    shared = {"engine": engine_closure(), "harness": keys.harness_source(),
+              "environment": keys.environment(backend, device), "settings": settings}
+    per_op: dict[str, tuple[dict, dict]] = {}  # op -> (its project kernels' closure, its own): the same for its mutants
     plans = {}
     for e in entries:
-        originals = {}
-        for k in REGISTRY.select(op=e.op, kind="kernel"):
-            if k.origin is Origin.PROJECT:
-                originals.update(entry_closure(k))
+        if e.op not in per_op:
+            originals = {}
+            for k in REGISTRY.select(op=e.op, kind="kernel"):
+                if k.origin is Origin.PROJECT:
+                    originals.update(entry_closure(k))
+            per_op[e.op] = originals, op_closure(REGISTRY.op(e.op))
+        originals, op = per_op[e.op]
         parts = {
             "mutant": {"name": e.name, "fingerprint": e.meta.get("fingerprint"), "diff": e.meta.get("diff"),
                        "closure": entry_closure(e), "contract": repr(e.contract)},
             "kernel": {"op": e.op, "name": e.name, "closure": originals},
-            "op": op_closure(REGISTRY.op(e.op)),
-            "engine": engine_closure(),
-            "harness": keys.harness_source(),
-            "environment": keys.environment(backend, device),
-            "settings": settings,
+            "op": op,
+            **shared,
         }
         plans[ident(e)] = plan(store, MUTANT, ident(e), parts)
     return plans

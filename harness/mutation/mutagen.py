@@ -257,6 +257,8 @@ def mutations(module_name: str) -> list[Mutation]:
         counters: dict[str, int] = {}
         for k, (node, parent, field, idx) in enumerate(visited):
             for op_name, operator in table.items():
+                if cache.known is not None and (fn.name, k, op_name) not in cache.sites:
+                    continue  # the picks of an identical source: no replacement of this operator here was kept
                 for r, replacement in enumerate(operator(node, scope)):
                     site = (fn.name, k, op_name, r)
                     if cache.known is not None:  # the picks of an identical source: no unparse
@@ -295,10 +297,12 @@ class _Picks:
         self.path = self.FOLDER / f"{module_name}-{key}.json"
         self.known: dict[tuple, tuple] | None = None
         self.picked: list | None = None
+        self.sites: set[tuple] = set()
         try:
             import json
 
             self.known = {tuple(site): tuple(rest) for site, rest in json.loads(self.path.read_text())}
+            self.sites = {site[:3] for site in self.known}  # (function, node, operator) that kept a pick
         except (OSError, ValueError, TypeError):
             self.picked = []
 

@@ -10,7 +10,9 @@ judge sees it (``harness.execution.worker.entry_view``: no function), each op th
 load itself (a plugin's) as a ``DescribedOp``. User code still runs, only elsewhere: in this
 child, in the judges that need a plugin's op declaration, and in the kernel processes.
 
-The child's standard output is the reply alone: whatever the plugins print goes to stderr.
+The child's standard output is the reply alone: whatever the plugins print goes to stderr. A
+reply to a project-only request is kept in ``build/catalog/`` and stands for the next one while no
+source it was read from has changed (``_replied``): an unchanged gate starts no child.
 """
 
 from __future__ import annotations
@@ -20,12 +22,16 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from harness.errors import HarnessError, PluginError, RegistryError, UsageError
+from harness.settings import PROJECT_ROOT
 
 # the errors the child may report, re-raised in the parent as the same class (one line, exit 2)
 _ERRORS = {cls.__name__: cls for cls in (UsageError, PluginError, RegistryError)}
 _CACHE: dict[str, dict] = {}
+_REPLIES = PROJECT_ROOT / "build" / "catalog"
+_NOT_READ = ("tests", "build", "third_party", "node_modules")  # folders the child never imports from
 KERNELBENCH: dict[str, dict] = {}  # a --reference problem's sizing by path, as the child declared it
 
 
@@ -57,7 +63,7 @@ def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: 
     request = {"plugins": list(plugins), "op": op, "select": select, "case": case}
     key = json.dumps(request, sort_keys=True)
     if key not in _CACHE:
-        _CACHE[key] = _checked(_ask(request))
+        _CACHE[key] = _checked(_replied(request))
     reply = _CACHE[key]
     load_builtin_ops()  # the project's op specs: harness code, never a plugin's
     for name, data in reply["ops"].items():
@@ -71,9 +77,75 @@ def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: 
     KERNELBENCH.update(reply.get("kernelbench") or {})
 
 
-def _ask(request: dict) -> dict:
-    from harness.settings import PROJECT_ROOT
+def _replied(request: dict) -> dict:
+    """The child's reply to ``request``; a request that names no plugin, problem or candidate (the
+    project's own kernels: the gate) is answered from ``build/catalog/`` while none of the sources a
+    child would read has changed (``_reply_key``), and the child is asked otherwise. The reply was a
+    child's, never this process's reading of the kernels; it is checked like a fresh one."""
+    key = _reply_key(request)
+    path = _REPLIES / f"catalog-{key}.json" if key else None
+    if path is not None:
+        try:
+            saved = json.loads(path.read_text())
+            if isinstance(saved, dict):
+                return saved
+        except (OSError, ValueError):
+            pass
+    reply = _ask(request)
+    if path is not None and isinstance(reply, dict) and "error" not in reply:
+        from reports import manifest, writer
 
+        try:  # atomic and listed in the folder's manifest, like every file the harness writes
+            writer.write_text(_REPLIES, path.name, json.dumps(reply, default=str))
+        except (OSError, manifest.ForeignFileError):
+            pass  # a read-only checkout: ask every time
+    return reply
+
+
+def _reply_key(request: dict) -> str | None:
+    """What a project-only reply depends on, as a digest: the request, every Python source of the
+    project outside tests/ (the kernels, their op specs and oracles, the harness that describes
+    them), the interpreter, the installed distributions and the environment the child inherits
+    (the backend, HARNESS_* and TRITON_* settings a kernel module reads at import). None for a
+    request with plugin files (user code outside the project: asked every time)."""
+    import hashlib
+
+    if request.get("plugins"):
+        return None
+    h = hashlib.sha256(json.dumps(request, sort_keys=True).encode())
+    h.update(f"{sys.executable}\0{sys.version}".encode())
+    for entry in sys.path:  # the installed distributions by their metadata folders' names (name-version)
+        try:
+            listed = sorted(n for n in os.listdir(entry or ".") if n.endswith((".dist-info", ".egg-info", ".pth")))
+        except OSError:
+            continue
+        h.update(f"{entry}\0{listed}".encode())
+    from reports.manifest import GROUP_ENV
+
+    for name in sorted(os.environ):  # each run's own group name is no setting
+        if name.startswith(("HARNESS_", "TRITON_", "CUDA_", "TORCH_", "PYTORCH_")) and name != GROUP_ENV or name == "PYTHONPATH":
+            h.update(f"{name}={os.environ[name]}\0".encode())
+    for path in _package_sources(PROJECT_ROOT):
+        h.update(str(path.relative_to(PROJECT_ROOT)).encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()[:24]
+
+
+def _package_sources(root: Path) -> list[Path]:
+    """The .py files of the project's packages (folders with an ``__init__.py``, and the packages
+    in them), tests/ aside: what the child can import from the project. A report folder's
+    thousands of store files are never listed."""
+    found = []
+    for top in sorted(root.iterdir()):
+        if top.name.startswith(".") or top.name in _NOT_READ or not (top / "__init__.py").is_file():
+            continue
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if (Path(folder) / d / "__init__.py").is_file())
+            found += [Path(folder) / f for f in sorted(files) if f.endswith(".py")]
+    return found
+
+
+def _ask(request: dict) -> dict:
     try:  # started as the judges are (harness.execution.workers): the backend is in the environment
         done = subprocess.run([sys.executable, "-m", "harness.registry.catalog"], input=json.dumps(request),
                               capture_output=True, text=True, cwd=PROJECT_ROOT)
