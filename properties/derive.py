@@ -461,7 +461,7 @@ class DeclaredOp(OpSpec):
                 if logits is not None:
                     t = off_masked(t, logits, ignore)
             elif inp.values == "kind":
-                t = row_kinds.draw(kind, shape, dtype, gen).to(dtype)
+                t = row_kinds.draw(own_kind(inp, kind, int(case["seed"])), shape, dtype, gen).to(dtype)
             elif inp.values == "mask":
                 t = values.additive_mask(shape, dtype, gen).to(dtype)
             elif inp.values == "gain":
@@ -478,7 +478,7 @@ class DeclaredOp(OpSpec):
             if lead is not None:
                 out_shape = leading.shape(dims, sizes, self.leading, lead)
             elif not self.decl.outputs:  # one output: its shape as the op states it (read from a reference)
-                out_shape = tuple(n for _, n in self.output_dims(sizes))
+                out_shape = tuple(n for _, n in self.output_dims(sizes, self.scalar_args(args)))
             else:
                 out_shape = tuple(sizes[d] for d in dims)
             if out_shape:
@@ -630,7 +630,8 @@ class DeclaredOp(OpSpec):
         out = [declared] * len(self.decl.output_shapes)
         for inp in self.decl.differentiable:
             missing = max(math.prod(sizes[d] for d in dims if d not in inp.shape) for dims in self.decl.output_shapes) \
-                if self.decl.outputs else math.prod(n for d, n in self.output_dims(sizes) if d not in inp.shape)
+                if self.decl.outputs else math.prod(
+                    n for d, n in self.output_dims(sizes, self.scalar_args(inputs.args)) if d not in inp.shape)
             out.append(max(declared, missing))
         return out
 
@@ -678,10 +679,15 @@ class DeclaredOp(OpSpec):
                      if not isinstance(i, Scalar) and i.shape[0] == self.leading and a.dim() > len(i.shape)), None)
         if lead is not None:
             return Meta(leading.shape(self.decl.output, sizes, self.leading, lead), first.dtype)
-        return Meta(tuple(n for _, n in self.output_dims(sizes)), first.dtype)
+        return Meta(tuple(n for _, n in self.output_dims(sizes, self.scalar_args(inputs.args))), first.dtype)
 
-    def output_dims(self, sizes: dict[str, int]) -> list[tuple[str | None, int]]:
-        """The output's axes: (the dim it is, None for a fixed one; its size)."""
+    def scalar_args(self, args) -> dict[str, Any]:
+        """The scalar arguments of a call, by name (a mode that sets the output's shape)."""
+        return {i.name: a for i, a in zip(self.decl.inputs, args) if isinstance(i, Scalar)}
+
+    def output_dims(self, sizes: dict[str, int], scalars: dict[str, Any] | None = None) -> list[tuple[str | None, int]]:
+        """The output's axes: (the dim it is, None for a fixed one; its size), given the call's
+        scalars (``scalars``: a declared op's output shape does not depend on them)."""
         return [(d, sizes[d]) for d in self.decl.output]
 
 
@@ -693,6 +699,14 @@ def place(t: torch.Tensor, layout: str, k: int, name: str, wide: str | None, mem
     if apart.is_apart(layout):
         return apart.place(t, layout, n, j, device)
     return leading.place(t, layouts.for_input(layout, k, name, wide), device)
+
+
+def own_kind(inp: Tensor, kind: str, seed: int) -> str:
+    """The value kind of a float input in a case of ``kind``: the case's, unless the input has
+    its own kinds (``Tensor(kinds=...)``) that lack it; then one of them, picked by the seed."""
+    if not inp.kinds or kind in inp.kinds:
+        return kind
+    return inp.kinds[seed % len(inp.kinds)]
 
 
 def _takes_tiny(fn) -> bool:
