@@ -45,10 +45,14 @@ class _FLCE(torch.autograd.Function):
         logits = xf @ wf.T
         keep = target != ignore_index
         safe = torch.where(keep, target, 0)
-        lse = torch.logsumexp(logits, -1)
-        loss = torch.where(keep, lse - logits.gather(1, safe[:, None])[:, 0], 0.0)
+        rows, hot = torch.arange(len(safe)), torch.nn.functional.one_hot(safe, logits.shape[1]).bool()
+        # the loss as log(1 + sum_{j != t} exp(z_j - z_t)) and the target's dlogit as minus the other
+        # classes' probabilities: neither cancels (lse - z_t and p_t - 1 do where p_t is near 1)
+        zt = logits[rows, safe]
+        loss = torch.where(torch.isfinite(zt), torch.logsumexp(logits - zt[:, None], -1), torch.logsumexp(logits, -1) - zt)
+        loss = torch.where(keep, loss, 0.0)
         g = torch.softmax(logits, -1)
-        g[torch.arange(len(safe)), safe] -= 1.0
+        g = torch.where(hot, -g.masked_fill(hot, 0.0).sum(-1, keepdim=True), g)
         g = torch.where(keep[:, None], g, 0.0)  # an ignored row's gradient is 0
         kept = int(keep.sum())
         if reduction == "mean":
@@ -57,7 +61,7 @@ class _FLCE(torch.autograd.Function):
         else:
             out = loss if reduction == "none" else loss.sum()
         ctx.save_for_backward(xf, wf, g)
-        ctx.dtypes, ctx.per_row = (x.dtype, weight.dtype), per_row
+        ctx.dtypes, ctx.per_row, ctx.keep = (x.dtype, weight.dtype), per_row, keep
         return out.to(x.dtype)
 
     @staticmethod
@@ -70,7 +74,8 @@ class _FLCE(torch.autograd.Function):
             scaled = g * dy[:, None]
         else:  # the upstream read as one value: its first element
             scaled = g * dy.reshape(-1)[0]
-        return (scaled @ wf).to(ctx.dtypes[0]), (scaled.T @ xf).to(ctx.dtypes[1]), None, None, None, None
+        dx = torch.where(ctx.keep[:, None], scaled @ wf, 0.0)  # an ignored row's dx is 0, whatever the weight holds
+        return dx.to(ctx.dtypes[0]), (scaled.T @ xf).to(ctx.dtypes[1]), None, None, None, None
 
 
 @register_kernel("flce_rows", name="flce_torch", description="fp32, each row's gradient scaled by its own upstream value")
