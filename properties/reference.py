@@ -179,7 +179,7 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
         raise RegistryError(f"from_reference {name!r}: no float tensor among the example arguments")
     no_grad = _names_of(name, "no_grad", no_grad, [n for n, k in zip(names, kinds) if k == "float"])
     sources = _input_kinds(name, input_kinds or {}, [n for n, k in zip(names, kinds) if k == "float"])
-    ignores = _ignores(name, ignore_index, names, kinds)
+    ignores = _ignores(name, ignore_index, names, kinds, args)
     options = _options(name, options or {}, names, kinds, args)
     trial = _Trial(fn, names, args, kinds, sources=sources, ignores={i: args[names.index(s)] for i, s in ignores.items()})
     base = trial.run({})
@@ -275,12 +275,12 @@ def _input_kinds(op: str, given: dict, floats: list[str]) -> dict[str, tuple[str
     return out
 
 
-def _ignores(op: str, given, names: list[str], kinds: list[str]) -> dict[str, str]:
+def _ignores(op: str, given, names: list[str], kinds: list[str], args) -> dict[str, str]:
     """{index input: the scalar parameter holding the value its ignored entries take}."""
     if given is None:
         return {}
     indices = [n for n, k in zip(names, kinds) if k == "index"]
-    scalars = [n for n, k in zip(names, kinds) if k == "scalar"]
+    scalars = [n for n, k, a in zip(names, kinds, args) if k == "scalar" and isinstance(a, int) and not isinstance(a, bool)]
     if isinstance(given, str):
         if len(indices) != 1:
             raise RegistryError(f"from_reference {op!r}: ignore_index={given!r} needs exactly one index input, found "
