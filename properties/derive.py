@@ -473,14 +473,13 @@ class DeclaredOp(OpSpec):
             args.append(place(t, layout, k, inp.name, wide, members, device))
             k += 1
         ups = []
+        shapes = self.outputs_dims(sizes, self.scalar_args(args))  # as the op states them (read from a reference)
         for j, dims in enumerate(self.decl.output_shapes):  # one upstream gradient per output
             name = layouts.UPSTREAM if j == 0 else f"{layouts.UPSTREAM}_{self.decl.outputs[j][0]}"
             if lead is not None:
                 out_shape = leading.shape(dims, sizes, self.leading, lead)
-            elif not self.decl.outputs:  # one output: its shape as the op states it (read from a reference)
-                out_shape = tuple(n for _, n in self.output_dims(sizes, self.scalar_args(args)))
             else:
-                out_shape = tuple(sizes[d] for d in dims)
+                out_shape = tuple(n for _, n in shapes[j])
             if out_shape:
                 ups.append(place(values.upstream(out_shape, gen).to(dtype), layout, -1, name, wide, members, device))
             else:  # a scalar: random size and sign, never 1
@@ -669,8 +668,9 @@ class DeclaredOp(OpSpec):
             return [self.forward_meta(inputs)]
         sizes, first = self.sizes(inputs), self.forward_meta(inputs)
         lead = first.shape[: len(first.shape) - len(self.decl.output) + 1] if self.decl.output else ()
+        shapes = self.outputs_dims(sizes, self.scalar_args(inputs.args))
         return [Meta(leading.shape(dims, sizes, self.leading, lead) if self.leading and dims[:1] == (self.leading,)
-                     else tuple(sizes[d] for d in dims), first.dtype) for dims in self.decl.output_shapes]
+                     else tuple(n for _, n in shape), first.dtype) for dims, shape in zip(self.decl.output_shapes, shapes)]
 
     def forward_meta(self, inputs: OpInputs) -> Meta:
         sizes = self.sizes(inputs)
@@ -684,6 +684,12 @@ class DeclaredOp(OpSpec):
     def scalar_args(self, args) -> dict[str, Any]:
         """The scalar arguments of a call, by name (a mode that sets the output's shape)."""
         return {i.name: a for i, a in zip(self.decl.inputs, args) if isinstance(i, Scalar)}
+
+    def outputs_dims(self, sizes: dict[str, int], scalars: dict[str, Any] | None = None) -> list[list[tuple[str | None, int]]]:
+        """Each output's axes, as ``output_dims`` gives the one output's."""
+        if not self.decl.outputs:
+            return [self.output_dims(sizes, scalars)]
+        return [[(d, sizes[d]) for d in dims] for dims in self.decl.output_shapes]
 
     def output_dims(self, sizes: dict[str, int], scalars: dict[str, Any] | None = None) -> list[tuple[str | None, int]]:
         """The output's axes: (the dim it is, None for a fixed one; its size), given the call's

@@ -61,8 +61,8 @@ class ReferenceOp(DeclaredOp):
     reduction='none' keeps the rows that 'mean' sums)."""
 
     def __init__(self, decl: OpDecl, *, example: dict[str, int], fixed: tuple[str, ...], varying: tuple[str, ...],
-                 out_names: Callable[[dict[str, Any]], tuple[str | None, ...]],
-                 shape_of: Callable[[dict[str, int], dict[str, Any]], tuple[int, ...]],
+                 out_names: Callable[[dict[str, Any]], tuple[tuple[str | None, ...], ...]],
+                 shape_of: Callable[[dict[str, int], dict[str, Any]], tuple[tuple[int, ...], ...]],
                  example_scalars: dict[str, Any] | None = None, declared_at: str = "") -> None:
         super().__init__(decl, declared_at=declared_at)
         self.example, self.fixed, self.varying = dict(example), fixed, varying
@@ -141,7 +141,7 @@ class ReferenceOp(DeclaredOp):
                 raise UsageError(f"--case {case.id}: {d}={case.get(d)} is not allowed; {d} is fixed at {self.example[d]}")
         super().validate_case(case)
 
-    def output_dims(self, sizes: dict[str, int], scalars: dict[str, Any] | None = None) -> list[tuple[str | None, int]]:
+    def outputs_dims(self, sizes: dict[str, int], scalars: dict[str, Any] | None = None) -> list[list[tuple[str | None, int]]]:
         scalars = dict(self.example_scalars, **(scalars or {}))
         key = (tuple(sizes[d] for d in self.dims), tuple(scalars.items()))
         if key not in self._shapes:
@@ -150,7 +150,10 @@ class ReferenceOp(DeclaredOp):
             except Exception:  # noqa: BLE001 - outside the domain: the case is not run (outside_domain says why),
                 # its upstream gradient of the example's output shape is never used
                 self._shapes[key] = self.shape_of(self.example, scalars)
-        return list(zip(self.out_names(scalars), self._shapes[key]))
+        return [list(zip(names, shape)) for names, shape in zip(self.out_names(scalars), self._shapes[key])]
+
+    def output_dims(self, sizes: dict[str, int], scalars: dict[str, Any] | None = None) -> list[tuple[str | None, int]]:
+        return self.outputs_dims(sizes, scalars)[0]
 
 
 def from_reference(fn: Callable, example_args, vary: dict | str | None = None, name: str | None = None, *,
@@ -190,6 +193,7 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
     out_names = _OutputNames(trial, dims, varying, example, example_scalars)
     for combo in _combinations(options):  # every mode's output read once now: a mode the reference refuses fails here
         out_names(combo)
+    outs = _outs(base)
     inputs = []
     for n, a, k in zip(names, args, kinds):
         if k == "scalar":
@@ -203,7 +207,8 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
         else:
             inputs.append(Index(n, shape, high=_high(n, a, dims, tensors, trial.ignores.get(n)), ignore=ignores.get(n)))
     own_kinds = tuple(dict.fromkeys(k for v in sources.values() if not isinstance(v, str) for k in v))
-    shift, norm = _invariances(trial, names, kinds, base, skip=set(sources)) if value_kinds is None else ((), ())
+    shift, norm = _invariances(trial, names, kinds, base, skip=set(sources)) \
+        if value_kinds is None and len(outs) == 1 else ((), ())
     kinds_ = value_kinds or (values.ROW_KINDS + (row_kinds.LOGITS if shift else ())
                              + (row_kinds.NORMALISATION if norm else ()))
     if all(n in sources for n, k in zip(names, kinds) if k == "float") and value_kinds is None:
@@ -215,12 +220,14 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
     cancels = [names.index(n) for n in norm]
     decl = OpDecl(
         name=name,
-        signature=_signature(inputs, out_names(example_scalars), base, options),
+        signature=_signature(inputs, out_names(example_scalars), outs, options),
         inputs=tuple(inputs),
-        output=(),  # the output's shape is read from the reference (ReferenceOp.output_dims)
+        # the outputs' shapes are read from the reference (ReferenceOp.outputs_dims); several are
+        # named out0, out1, ... with the dims that name their axes (_declared_outputs)
+        output=_declared_outputs(names, out_names(example_scalars), outs, dims, example),
         reference=trial.call,
-        terms=lambda *a: (_terms(trial, magnitude, a[:-1], cancels),
-                          *_grad_terms(trial, magnitude, a[:-1], a[-1], grad_wrt)),
+        terms=lambda *a: (*_terms(trial, magnitude, a[:-len(outs)], cancels),
+                          *_grad_terms(trial, magnitude, a[:-len(outs)], a[-len(outs):], grad_wrt)),
         reduces=tuple(dict.fromkeys(dims.values())) if reduces is None else tuple(reduces),
         shift_by_max=tuple(shift),
         value_kinds=tuple(kinds_),
@@ -229,7 +236,8 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
     caller = inspect.currentframe().f_back
     lower = _lower_bounds(trial, dims, varying, example)
     op = ReferenceOp(decl, example=example, fixed=fixed, varying=varying, out_names=out_names,
-                     shape_of=lambda sizes, scalars: tuple(trial.run(_by_axis(dims, sizes), scalars=scalars).shape),
+                     shape_of=lambda sizes, scalars: tuple(
+                         tuple(o.shape) for o in _outs(trial.run(_by_axis(dims, sizes), scalars=scalars))),
                      example_scalars=example_scalars, declared_at=f"{caller.f_code.co_filename}:{caller.f_lineno}")
     op.lower = lower
     if dtypes is not None:
@@ -399,9 +407,11 @@ class _Trial:
     def run(self, sizes: dict[tuple[str, int], int], transform=None, scalars=None) -> torch.Tensor:
         with torch.no_grad():
             out = self.fn(*self.inputs(sizes, transform, scalars))
-        if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
-            raise RegistryError(f"from_reference: the reference must return one float tensor, got {type(out).__name__}"
-                                + (f" of {out.dtype}" if isinstance(out, torch.Tensor) else ""))
+        bad = [o for o in (out if isinstance(out, tuple) and out else (out,))
+               if not (isinstance(o, torch.Tensor) and o.is_floating_point())]
+        if bad:
+            raise RegistryError(f"from_reference: the reference must return a float tensor or a tuple of them, got "
+                                f"{type(bad[0]).__name__}" + (f" of {bad[0].dtype}" if isinstance(bad[0], torch.Tensor) else ""))
         return out
 
     def accepts(self, units: list[tuple[str, int]], size: int) -> bool:
@@ -488,9 +498,9 @@ class _OutputNames:
     def __init__(self, trial: _Trial, dims, varying, example, example_scalars) -> None:
         self.trial, self.dims, self.varying, self.example = trial, dims, varying, example
         self.example_scalars = example_scalars
-        self._names: dict[tuple, tuple[str | None, ...]] = {}
+        self._names: dict[tuple, tuple[tuple[str | None, ...], ...]] = {}
 
-    def __call__(self, scalars: dict[str, Any]) -> tuple[str | None, ...]:
+    def __call__(self, scalars: dict[str, Any]) -> tuple[tuple[str | None, ...], ...]:
         scalars = dict(self.example_scalars, **scalars)
         key = tuple(scalars.items())
         if key not in self._names:
@@ -498,8 +508,8 @@ class _OutputNames:
         return self._names[key]
 
 
-def _output_names(trial: _Trial, dims, varying, example, scalars) -> tuple[str | None, ...]:
-    """Per output axis, the varying dim it follows (None: it stays as it is)."""
+def _output_names(trial: _Trial, dims, varying, example, scalars) -> tuple[tuple[str | None, ...], ...]:
+    """Per output, per axis, the varying dim it follows (None: it stays as it is)."""
     mode = "".join(f", {n}={v!r}" for n, v in scalars.items() if n in scalars and v != trial.args[trial.names.index(n)])
     try:
         base = trial.run({}, scalars=scalars)
@@ -508,7 +518,8 @@ def _output_names(trial: _Trial, dims, varying, example, scalars) -> tuple[str |
     except Exception as exc:
         raise RegistryError(f"from_reference: the reference fails at the example's sizes{mode}: "
                             f"{type(exc).__name__}: {exc}") from None
-    names: list[str | None] = [None] * base.dim()
+    base = _outs(base)
+    names: list[list[str | None]] = [[None] * b.dim() for b in base]
     for d in varying:
         s = example[d] + 1
         try:
@@ -516,12 +527,38 @@ def _output_names(trial: _Trial, dims, varying, example, scalars) -> tuple[str |
         except Exception as exc:
             raise RegistryError(f"from_reference: the reference fails when {d} changes from {example[d]} to {s}{mode}: "
                                 f"{type(exc).__name__}: {exc}") from None
-        if out.dim() != base.dim():
+        out = _outs(out)
+        if len(out) != len(base) or any(o.dim() != b.dim() for o, b in zip(out, base)):
             raise RegistryError(f"from_reference: the output's rank changes with {d}; vary fewer dims")
-        for k, (a, b) in enumerate(zip(base.shape, out.shape)):
-            if a != b and names[k] is None:
-                names[k] = d
-    return tuple(names)
+        for j, (o, b) in enumerate(zip(out, base)):
+            for k, (x, y) in enumerate(zip(b.shape, o.shape)):
+                if x != y and names[j][k] is None:
+                    names[j][k] = d
+    return tuple(tuple(n) for n in names)
+
+
+def _outs(value) -> tuple[torch.Tensor, ...]:
+    """The reference's output(s) as a tuple."""
+    return tuple(value) if isinstance(value, tuple) else (value,)
+
+
+def _declared_outputs(names: list[str], out_names, outs, dims, example) -> Any:
+    """The OpDecl's ``output``: () for one output (its shape read from the reference), else
+    {out0: dims, out1: dims, ...}, each axis named by the dim it follows or a fixed dim of its
+    size; an output with an axis no dim names is declared without dims (its shape still read)."""
+    if len(outs) == 1:
+        return ()
+    clash = [f"out{j}" for j in range(len(outs)) if f"out{j}" in names]
+    if clash:
+        raise RegistryError(f"from_reference: the outputs are named out0, out1, ...; rename the parameter(s) {clash}")
+    fixed = {}
+    for d in dict.fromkeys(dims.values()):
+        fixed.setdefault(example[d], d)
+    out = {}
+    for j, (axes, o) in enumerate(zip(out_names, outs)):
+        named = tuple(a if a is not None else fixed.get(int(n)) for a, n in zip(axes, o.shape))
+        out[f"out{j}"] = named if all(named) else ()
+    return out
 
 
 def _high(name: str, a: torch.Tensor, dims, tensors, ignore: int | None = None) -> str:
@@ -559,23 +596,26 @@ def _invariances(trial: _Trial, names, kinds, base, skip=()) -> tuple[list[str],
     return shift, norm
 
 
-def _terms(trial: _Trial, magnitude: Callable, args, cancels: list[int] = ()) -> torch.Tensor:
+def _terms(trial: _Trial, magnitude: Callable, args, cancels: list[int] = ()) -> list[torch.Tensor]:
+    """Per output, the larger of |result| and |magnitude| on the inputs' absolute values."""
     with torch.no_grad():
-        result = trial.call(*args).abs()
+        results = [r.abs() for r in _outs(trial.call(*args))]
         absolute = [a.abs() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
         try:
-            sized = magnitude(*absolute).abs()
+            sizes = [m.abs() for m in _outs(magnitude(*absolute))]
         except Exception:  # noqa: BLE001 - the magnitude is a bound only; |result| stands in
-            sized = result
-        if sized.shape != result.shape:
-            sized = result
-        out = torch.fmax(result, torch.where(torch.isfinite(sized), sized, torch.zeros_like(sized)))
-        if cancels:
-            out = torch.fmax(out, _cancelled(trial, args, cancels, result))
+            sizes = results
+        out = []
+        for result, sized in zip(results, sizes if len(sizes) == len(results) else results):
+            if sized.shape != result.shape:
+                sized = result
+            out.append(torch.fmax(result, torch.where(torch.isfinite(sized), sized, torch.zeros_like(sized))))
+        if cancels:  # a normalisation: one output (from_reference)
+            out[0] = torch.fmax(out[0], _cancelled(trial, args, cancels, results[0]))
     return out
 
 
-def _grad_terms(trial: _Trial, magnitude: Callable, args, upstream: torch.Tensor, grad_wrt: list[int]):
+def _grad_terms(trial: _Trial, magnitude: Callable, args, upstream: tuple[torch.Tensor, ...], grad_wrt: list[int]):
     """Per gradient, the size of the terms its formula sums or cancels: the largest of |the
     gradient|, the gradient for |upstream| (the upstream's signs cancel a broadcast input's sum) and the
     gradient of ``magnitude`` on the inputs' absolute values for |upstream|, as for the
@@ -585,18 +625,21 @@ def _grad_terms(trial: _Trial, magnitude: Callable, args, upstream: torch.Tensor
     if not grad_wrt:
         return ()
     out = [None] * len(grad_wrt)
-    for fn, absolute, up in ((trial.call, False, upstream), (trial.call, False, upstream.abs()),
-                             (magnitude, True, upstream.abs())):
+    unsigned = tuple(u.abs() for u in upstream)
+    for fn, absolute, up in ((trial.call, False, tuple(upstream)), (trial.call, False, unsigned),
+                             (magnitude, True, unsigned)):
         leaves = [a.detach().abs() if absolute and isinstance(a, torch.Tensor) and a.is_floating_point()
                   else a.detach() if isinstance(a, torch.Tensor) else a for a in args]
         for p in grad_wrt:
             leaves[p] = leaves[p].clone().requires_grad_(True)
         try:
             with torch.enable_grad():
-                res = fn(*leaves)
-                if res.shape != up.shape:
+                res = _outs(fn(*leaves))
+                if len(res) != len(up) or any(r.shape != u.shape for r, u in zip(res, up)):
                     continue
-                grads = torch.autograd.grad(res, [leaves[p] for p in grad_wrt], grad_outputs=up, allow_unused=True)
+                used = [(r, u) for r, u in zip(res, up) if r.requires_grad]
+                grads = torch.autograd.grad([r for r, _ in used], [leaves[p] for p in grad_wrt],
+                                            grad_outputs=[u for _, u in used], allow_unused=True)
         except Exception:  # noqa: BLE001 - a bound only; the default terms stand in
             continue
         for j, (g, p) in enumerate(zip(grads, grad_wrt)):
@@ -638,13 +681,15 @@ def _cancelled(trial: _Trial, args, positions: list[int], result: torch.Tensor) 
     return worst
 
 
-def _signature(inputs, out_names, base, options=None) -> str:
+def _signature(inputs, out_names, outs, options=None) -> str:
     options = options or {}
     parts = [f"{i.name}[{', '.join(i.shape)}]" if not isinstance(i, Scalar)
              else f"{i.name} in {tuple(i.values)!r}" if i.name in options else f"{i.name}={i.values[0]!r}"
              for i in inputs]
-    out = ", ".join(d if d is not None else str(s) for d, s in zip(out_names, base.shape))
-    return f"f({', '.join(parts)}) -> y[{out}]"
+    shapes = [", ".join(d if d is not None else str(s) for d, s in zip(names, o.shape)) for names, o in zip(out_names, outs)]
+    if len(outs) == 1:
+        return f"f({', '.join(parts)}) -> y[{shapes[0]}]"
+    return f"f({', '.join(parts)}) -> ({', '.join(f'out{j}[{s}]' for j, s in enumerate(shapes))})"
 
 
 def absolute(module: torch.nn.Module) -> torch.nn.Module:

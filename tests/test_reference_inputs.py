@@ -144,3 +144,53 @@ def test_without_the_new_parameters_the_declaration_is_as_before():
     op = _declare(ignore_index="ignore_index", options={"reduction": ("none", "sum")})
     assert op.decl.inputs[2].high == "V" and op.decl.inputs[2].ignore == "ignore_index"
     assert op.grad_checks == ("dp", "dq") and "reduction in ('none', 'sum')" in op.decl.signature
+
+
+# --- several outputs -------------------------------------------------------------------------
+
+def _softmax_and_lse(x, w):
+    z = x * w
+    return torch.softmax(z, -1), torch.logsumexp(z, -1)
+
+
+def test_a_tuple_returning_reference_checks_each_output_and_each_gradient_path():
+    """Bug classes: a second output off in the third digit; a backward that drops the second
+    output's upstream gradient (right for a caller that only uses the first)."""
+    op = harness.from_reference(_softmax_and_lse, (torch.randn(8, 40), torch.randn(40)),
+                                vary={"x": ("M", "N"), "w": ("N",)}, name="ref_two_outputs", register=False)
+    assert op.decl.signature == "f(x[M, N], w[N]) -> (out0[M, N], out1[M])"
+    assert op.output_checks == ("forward", "forward_out1") and op.grad_checks == ("dx", "dw")
+    cases = [op.case(dict(op.example, **s), torch.float32, "contiguous", "normal", {}, None) for s in ({}, {"M": 3, "N": 17})]
+    up = op.make_inputs(cases[0], "cpu").upstream
+    assert [tuple(u.shape) for u in up] == [(8, 40), (8,)]  # one upstream gradient per output
+
+    def right(x, w):
+        z = x.float() * w.float()
+        return torch.softmax(z, -1).to(x.dtype), torch.logsumexp(z, -1).to(x.dtype)
+
+    def second_off(x, w):
+        y, lse = right(x, w)
+        return y, lse.detach() * (1 + 1e-3) + (lse - lse.detach())
+
+    class FirstPathOnly(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return right(x, w)
+
+        @staticmethod
+        def backward(ctx, dy, dlse):  # dlse never used
+            x, w = ctx.saved_tensors
+            with torch.enable_grad():
+                xf, wf = x.float().requires_grad_(), w.float().requires_grad_()
+                gx, gw = torch.autograd.grad(torch.softmax(xf * wf, -1), (xf, wf), dy.float())
+            return gx.to(x.dtype), gw.to(w.dtype)
+
+    def first_path_only(x, w):
+        return FirstPathOnly.apply(x, w)
+
+    assert _failed(op, right, cases) == {}
+    assert all(checks == {"forward_out1"} for checks in _failed(op, second_off, cases).values())
+    assert len(_failed(op, second_off, cases)) == len(cases)
+    assert all(checks == {"dx", "dw"} for checks in _failed(op, first_path_only, cases).values())
+    assert len(_failed(op, first_path_only, cases)) == len(cases)
