@@ -12,6 +12,13 @@ bounded by the smallest dim that exceeds them), each Python number, bool or mode
 ``Scalar`` of that one value. Input names are the function's parameter names (``forward``'s for
 an ``nn.Module``).
 
+What the example arguments cannot say is given by keyword: ``no_grad`` (float inputs that get no
+gradient), ``input_kinds`` (an input's own value kinds, such as probability rows, or source),
+``ignore_index`` (the int parameter whose value an index input's entries may take: cases ignore
+none, some or all rows) and ``options`` (a scalar parameter's values, each a case of its own; the
+output's shape is read per value). A reference that returns a tuple is an op of several outputs
+(``out0``, ``out1``, ...), each compared and each one's gradient path checked.
+
 ``vary`` says which dims cases may change: ``{"x": ("M", "N"), "w": (None, "N")}`` names each
 tensor's dims, one name per axis; a name shared between axes ties them (always the same size),
 ``None`` keeps that axis at the example's size, and a tensor left out keeps all its dims. With
