@@ -517,12 +517,12 @@ class _OutputNames:
 
 def _output_names(trial: _Trial, dims, varying, example, scalars) -> tuple[tuple[str | None, ...], ...]:
     """Per output, per axis, the varying dim it follows (None: it stays as it is)."""
-    mode = "".join(f", {n}={v!r}" for n, v in scalars.items() if n in scalars and v != trial.args[trial.names.index(n)])
+    mode = "".join(f", {n}={v!r}" for n, v in scalars.items() if v != trial.args[trial.names.index(n)])
     try:
         base = trial.run({}, scalars=scalars)
     except RegistryError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # a mode the reference refuses (options)
         raise RegistryError(f"from_reference: the reference fails at the example's sizes{mode}: "
                             f"{type(exc).__name__}: {exc}") from None
     base = _outs(base)
