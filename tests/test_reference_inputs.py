@@ -117,7 +117,7 @@ def _declare(**kw):
     def loss(p, q, labels, ignore_index, reduction):
         keep = (labels != ignore_index).unsqueeze(-1).to(p.dtype)
         out = (p - q).square() * keep
-        return out if reduction == "none" else out.sum()
+        return {"none": out, "sum": out.sum()}[reduction]
 
     return harness.from_reference(loss, EXAMPLE, vary={"p": ("N", "V"), "q": ("N", "V"), "labels": ("N",)},
                                   name="ref_inputs_loss", register=False, **kw)
@@ -129,6 +129,7 @@ def _declare(**kw):
     (dict(ignore_index="reduction"), "an int parameter of the reference"),
     (dict(options={"q": (1, 2)}), "options names 'q'"),
     (dict(options={"reduction": ("none", 1.5)}), "Scalar 'reduction'"),
+    (dict(options={"reduction": ("none", "bogus")}, ignore_index="ignore_index"), "sizes, reduction='bogus': KeyError"),
 ])
 def test_a_bad_role_is_one_line_naming_it(kw, says):
     with pytest.raises(RegistryError) as err:
