@@ -462,7 +462,7 @@ class DeclaredOp(OpSpec):
                 if logits is not None:
                     t = off_masked(t, logits, ignore)
             elif inp.values == "kind":
-                t = row_kinds.draw(kind, shape, dtype, gen).to(dtype)
+                t = row_kinds.draw(own_kind(inp, kind, int(case["seed"])), shape, dtype, gen).to(dtype)
             elif inp.values == "mask":
                 t = values.additive_mask(shape, dtype, gen).to(dtype)
             elif inp.values == "gain":
@@ -474,14 +474,13 @@ class DeclaredOp(OpSpec):
             args.append(place(t, layout, k, inp.name, wide, members, device))
             k += 1
         ups = []
+        shapes = self.outputs_dims(sizes, self.scalar_args(args))  # as the op states them (read from a reference)
         for j, dims in enumerate(self.decl.output_shapes):  # one upstream gradient per output
             name = layouts.UPSTREAM if j == 0 else f"{layouts.UPSTREAM}_{self.decl.outputs[j][0]}"
             if lead is not None:
                 out_shape = leading.shape(dims, sizes, self.leading, lead)
-            elif not self.decl.outputs:  # one output: its shape as the op states it (read from a reference)
-                out_shape = tuple(n for _, n in self.output_dims(sizes))
             else:
-                out_shape = tuple(sizes[d] for d in dims)
+                out_shape = tuple(n for _, n in shapes[j])
             if out_shape:
                 ups.append(place(values.upstream(out_shape, gen).to(dtype), layout, -1, name, wide, members, device))
             else:  # a scalar: random size and sign, never 1
@@ -631,7 +630,8 @@ class DeclaredOp(OpSpec):
         out = [declared] * len(self.decl.output_shapes)
         for inp in self.decl.differentiable:
             missing = max(math.prod(sizes[d] for d in dims if d not in inp.shape) for dims in self.decl.output_shapes) \
-                if self.decl.outputs else math.prod(n for d, n in self.output_dims(sizes) if d not in inp.shape)
+                if self.decl.outputs else math.prod(
+                    n for d, n in self.output_dims(sizes, self.scalar_args(inputs.args)) if d not in inp.shape)
             out.append(max(declared, missing))
         return out
 
@@ -669,8 +669,9 @@ class DeclaredOp(OpSpec):
             return [self.forward_meta(inputs)]
         sizes, first = self.sizes(inputs), self.forward_meta(inputs)
         lead = first.shape[: len(first.shape) - len(self.decl.output) + 1] if self.decl.output else ()
+        shapes = self.outputs_dims(sizes, self.scalar_args(inputs.args))
         return [Meta(leading.shape(dims, sizes, self.leading, lead) if self.leading and dims[:1] == (self.leading,)
-                     else tuple(sizes[d] for d in dims), first.dtype) for dims in self.decl.output_shapes]
+                     else tuple(n for _, n in shape), first.dtype) for dims, shape in zip(self.decl.output_shapes, shapes)]
 
     def forward_meta(self, inputs: OpInputs) -> Meta:
         sizes = self.sizes(inputs)
@@ -679,10 +680,21 @@ class DeclaredOp(OpSpec):
                      if not isinstance(i, Scalar) and i.shape[0] == self.leading and a.dim() > len(i.shape)), None)
         if lead is not None:
             return Meta(leading.shape(self.decl.output, sizes, self.leading, lead), first.dtype)
-        return Meta(tuple(n for _, n in self.output_dims(sizes)), first.dtype)
+        return Meta(tuple(n for _, n in self.output_dims(sizes, self.scalar_args(inputs.args))), first.dtype)
 
-    def output_dims(self, sizes: dict[str, int]) -> list[tuple[str | None, int]]:
-        """The output's axes: (the dim it is, None for a fixed one; its size)."""
+    def scalar_args(self, args) -> dict[str, Any]:
+        """The scalar arguments of a call, by name (a mode that sets the output's shape)."""
+        return {i.name: a for i, a in zip(self.decl.inputs, args) if isinstance(i, Scalar)}
+
+    def outputs_dims(self, sizes: dict[str, int], scalars: dict[str, Any] | None = None) -> list[list[tuple[str | None, int]]]:
+        """Each output's axes, as ``output_dims`` gives the one output's."""
+        if not self.decl.outputs:
+            return [self.output_dims(sizes, scalars)]
+        return [[(d, sizes[d]) for d in dims] for dims in self.decl.output_shapes]
+
+    def output_dims(self, sizes: dict[str, int], scalars: dict[str, Any] | None = None) -> list[tuple[str | None, int]]:
+        """The output's axes: (the dim it is, None for a fixed one; its size), given the call's
+        scalars (``scalars``: a declared op's output shape does not depend on them)."""
         return [(d, sizes[d]) for d in self.decl.output]
 
 
@@ -694,6 +706,14 @@ def place(t: torch.Tensor, layout: str, k: int, name: str, wide: str | None, mem
     if apart.is_apart(layout):
         return apart.place(t, layout, n, j, device)
     return leading.place(t, layouts.for_input(layout, k, name, wide), device)
+
+
+def own_kind(inp: Tensor, kind: str, seed: int) -> str:
+    """The value kind of a float input in a case of ``kind``: the case's, unless the input has
+    its own kinds (``Tensor(kinds=...)``) that lack it; then one of them, picked by the seed."""
+    if not inp.kinds or kind in inp.kinds:
+        return kind
+    return inp.kinds[seed % len(inp.kinds)]
 
 
 def _takes_tiny(fn) -> bool:

@@ -12,6 +12,13 @@ bounded by the smallest dim that exceeds them), each Python number, bool or mode
 ``Scalar`` of that one value. Input names are the function's parameter names (``forward``'s for
 an ``nn.Module``).
 
+What the example arguments cannot say is given by keyword: ``no_grad`` (float inputs that get no
+gradient), ``input_kinds`` (an input's own value kinds, such as probability rows, or source),
+``ignore_index`` (the int parameter whose value an index input's entries may take: cases ignore
+none, some or all rows) and ``options`` (a scalar parameter's values, each a case of its own; the
+output's shape is read per value). A reference that returns a tuple is an op of several outputs
+(``out0``, ``out1``, ...), each compared and each one's gradient path checked.
+
 ``vary`` says which dims cases may change: ``{"x": ("M", "N"), "w": (None, "N")}`` names each
 tensor's dims, one name per axis; a name shared between axes ties them (always the same size),
 ``None`` keeps that axis at the example's size, and a tensor left out keeps all its dims. With
@@ -46,7 +53,7 @@ from typing import Any, Callable
 import torch
 
 from harness.errors import RegistryError
-from harness.registry.declare import Index, OpDecl, Scalar, Tensor
+from harness.registry.declare import VALUE_SOURCES, Index, OpDecl, Scalar, Tensor
 from harness.errors import UsageError
 from properties import beyond, row_kinds, strategies, values
 from properties.derive import DeclaredOp, unique
@@ -57,14 +64,17 @@ TRIAL_SEED = 1234
 
 class ReferenceOp(DeclaredOp):
     """A DeclaredOp whose dims not varied stay at the example's size, whose first floor shape is
-    the example's, and whose output shape is read from the reference."""
+    the example's, and whose output shape is read from the reference (per value of its options:
+    reduction='none' keeps the rows that 'mean' sums)."""
 
     def __init__(self, decl: OpDecl, *, example: dict[str, int], fixed: tuple[str, ...], varying: tuple[str, ...],
-                 out_names: tuple[str | None, ...], shape_of: Callable[[dict[str, int]], tuple[int, ...]],
-                 declared_at: str = "") -> None:
+                 out_names: Callable[[dict[str, Any]], tuple[tuple[str | None, ...], ...]],
+                 shape_of: Callable[[dict[str, int], dict[str, Any]], tuple[tuple[int, ...], ...]],
+                 example_scalars: dict[str, Any] | None = None, declared_at: str = "") -> None:
         super().__init__(decl, declared_at=declared_at)
         self.example, self.fixed, self.varying = dict(example), fixed, varying
         self.out_names, self.shape_of = out_names, shape_of
+        self.example_scalars = dict(example_scalars or {})
         self._shapes: dict[tuple, tuple[int, ...]] = {}
         self._summed: dict[tuple, int] = {}
         self.dtypes: tuple[torch.dtype, ...] = strategies.DTYPES  # the dtypes of its cases (from_reference's dtypes)
@@ -103,8 +113,25 @@ class ReferenceOp(DeclaredOp):
     def floor_cases(self, *, backend: str) -> list:
         """The floor's cases, then one per varying dim beyond the example's size (properties.beyond),
         in the op's dtypes."""
-        return unique([c for c in super().floor_cases(backend=backend) + beyond.cases(self, backend)
-                       if c.get("dtype") in self.dtype_names()])
+        cases = [c for c in super().floor_cases(backend=backend) + beyond.cases(self, backend)
+                 if c.get("dtype") in self.dtype_names()]
+        return unique(cases + self.option_cases(cases))
+
+    def option_cases(self, cases: list) -> list:
+        """Per dtype, each value of each option (a Scalar of several values: reduction='none',
+        'mean', 'sum') that no case of that dtype has, on that dtype's first case: every mode is
+        a case of its own in every dtype, not by the picks' luck."""
+        out = []
+        for s in (s for s in self.scalars if len(s.values) > 1):
+            for dtype in self.dtype_names():
+                have = [c for c in cases + out if c.get("dtype") == dtype]
+                for v in (v for v in s.values if all(c.get(s.name) != s.to_case(v) for c in have)):
+                    c = have[0]
+                    scalars = {t.name: t.from_case(c.get(t.name)) for t in self.scalars}
+                    scalars[s.name] = v
+                    out.append(self.case({d: c[d] for d in self.dims}, strategies.dtype_from_name(dtype),
+                                         c.get("layout"), c.get("values"), scalars, c.get("ignored")))
+        return out
 
     def case_strategy(self, *, backend: str):
         return super().case_strategy(backend=backend).filter(lambda c: c.get("dtype") in self.dtype_names())
@@ -121,24 +148,36 @@ class ReferenceOp(DeclaredOp):
                 raise UsageError(f"--case {case.id}: {d}={case.get(d)} is not allowed; {d} is fixed at {self.example[d]}")
         super().validate_case(case)
 
-    def output_dims(self, sizes: dict[str, int]) -> list[tuple[str | None, int]]:
-        key = tuple(sizes[d] for d in self.dims)
+    def outputs_dims(self, sizes: dict[str, int], scalars: dict[str, Any] | None = None) -> list[list[tuple[str | None, int]]]:
+        scalars = dict(self.example_scalars, **(scalars or {}))
+        key = (tuple(sizes[d] for d in self.dims), tuple(scalars.items()))
         if key not in self._shapes:
             try:
-                self._shapes[key] = self.shape_of(sizes)
+                self._shapes[key] = self.shape_of(sizes, scalars)
             except Exception:  # noqa: BLE001 - outside the domain: the case is not run (outside_domain says why),
                 # its upstream gradient of the example's output shape is never used
-                self._shapes[key] = self.shape_of(self.example)
-        return list(zip(self.out_names, self._shapes[key]))
+                self._shapes[key] = self.shape_of(self.example, scalars)
+        return [list(zip(names, shape)) for names, shape in zip(self.out_names(scalars), self._shapes[key])]
+
+    def output_dims(self, sizes: dict[str, int], scalars: dict[str, Any] | None = None) -> list[tuple[str | None, int]]:
+        return self.outputs_dims(sizes, scalars)[0]
 
 
 def from_reference(fn: Callable, example_args, vary: dict | str | None = None, name: str | None = None, *,
                    differentiable: bool = True, reduces: tuple[str, ...] | None = None,
                    value_kinds: tuple[str, ...] | None = None, magnitude: Callable | None = None,
-                   register: bool = True, doc: str = "", dtypes: tuple[torch.dtype, ...] | None = None) -> ReferenceOp:
+                   register: bool = True, doc: str = "", dtypes: tuple[torch.dtype, ...] | None = None,
+                   no_grad: tuple[str, ...] = (), input_kinds: dict[str, Any] | None = None,
+                   ignore_index: str | dict[str, str] | None = None,
+                   options: dict[str, tuple] | None = None) -> ReferenceOp:
     """Declare (and register) the op that ``fn`` computes, inferred from ``example_args``; the module
     docstring says how. ``differentiable=False`` checks the forward only; ``dtypes`` (default: fp32,
-    fp16 and bf16) the dtypes of its cases."""
+    fp16 and bf16) the dtypes of its cases. ``no_grad`` names float inputs that get no gradient (a
+    target distribution, a mask); ``input_kinds`` gives an input its own value kinds (a tuple of
+    kind names, such as row_kinds.PROBABILITIES) or source ("gain", "normal", "mask");
+    ``ignore_index`` names the scalar parameter whose value an index input's entries may take
+    (``{"target": "ignore_index"}`` where there are several index inputs); ``options`` gives a
+    scalar parameter several values, each a case of its own (``{"reduction": ("none", "mean")}``)."""
     args = tuple(example_args)
     names = _names(fn, len(args))
     name = name or getattr(fn, "__name__", None)
@@ -148,36 +187,54 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
     tensors = {n: a for n, a, k in zip(names, args, kinds) if k != "scalar"}
     if not any(k == "float" for k in kinds):
         raise RegistryError(f"from_reference {name!r}: no float tensor among the example arguments")
-    trial = _Trial(fn, names, args, kinds)
+    no_grad = _names_of(name, "no_grad", no_grad, [n for n, k in zip(names, kinds) if k == "float"])
+    sources = _input_kinds(name, input_kinds or {}, [n for n, k in zip(names, kinds) if k == "float"])
+    ignores = _ignores(name, ignore_index, names, kinds, args)
+    options = _options(name, options or {}, names, kinds, args)
+    trial = _Trial(fn, names, args, kinds, sources=sources, ignores={i: args[names.index(s)] for i, s in ignores.items()})
     base = trial.run({})
     dims, varying = _auto_dims(trial, tensors) if vary == AUTO else _named_dims(vary or {}, tensors)
     example = {d: int(tensors[n].shape[a]) for (n, a), d in dims.items()}
     fixed = tuple(d for d in dict.fromkeys(dims.values()) if d not in varying)
-    out_names = _output_names(trial, base, dims, varying, example)
+    example_scalars = {n: a for n, a, k in zip(names, args, kinds) if k == "scalar"}
+    out_names = _OutputNames(trial, dims, varying, example, example_scalars)
+    for combo in _combinations(options):  # every mode's output read once now: a mode the reference refuses fails here
+        out_names(combo)
+    outs = _outs(base)
     inputs = []
     for n, a, k in zip(names, args, kinds):
         if k == "scalar":
-            inputs.append(Scalar(n, (a,)))
+            inputs.append(Scalar(n, tuple(options.get(n, (a,)))))
             continue
         shape = tuple(dims[(n, i)] for i in range(a.dim()))
         if k == "float":
-            inputs.append(Tensor(n, shape, differentiable=differentiable))
+            source = sources.get(n, ())
+            own = dict(values=source) if isinstance(source, str) else dict(kinds=source)
+            inputs.append(Tensor(n, shape, differentiable=differentiable and n not in no_grad, **own))
         else:
-            inputs.append(Index(n, shape, high=_high(n, a, dims, tensors)))
-    shift, norm = _invariances(trial, names, kinds, base) if value_kinds is None else ((), ())
+            inputs.append(Index(n, shape, high=_high(n, a, dims, tensors, trial.ignores.get(n)), ignore=ignores.get(n)))
+    own_kinds = tuple(dict.fromkeys(k for v in sources.values() if not isinstance(v, str) for k in v))
+    shift, norm = _invariances(trial, names, kinds, base, skip=set(sources)) \
+        if value_kinds is None and len(outs) == 1 else ((), ())
     kinds_ = value_kinds or (values.ROW_KINDS + (row_kinds.LOGITS if shift else ())
                              + (row_kinds.NORMALISATION if norm else ()))
+    if all(n in sources for n, k in zip(names, kinds) if k == "float") and value_kinds is None:
+        kinds_ = own_kinds or kinds_  # every float input has its own values: the op's kinds are theirs
+    else:
+        kinds_ = tuple(dict.fromkeys(tuple(kinds_) + own_kinds))
     magnitude = magnitude or fn
     grad_wrt = [p for p, i in enumerate(inputs) if isinstance(i, Tensor) and i.differentiable]
     cancels = [names.index(n) for n in norm]
     decl = OpDecl(
         name=name,
-        signature=_signature(inputs, out_names, base),
+        signature=_signature(inputs, out_names(example_scalars), outs, options),
         inputs=tuple(inputs),
-        output=(),  # the output's shape is read from the reference (ReferenceOp.output_dims)
+        # the outputs' shapes are read from the reference (ReferenceOp.outputs_dims); several are
+        # named out0, out1, ... with the dims that name their axes (_declared_outputs)
+        output=_declared_outputs(names, out_names(example_scalars), outs, dims, example),
         reference=trial.call,
-        terms=lambda *a: (_terms(trial, magnitude, a[:-1], cancels),
-                          *_grad_terms(trial, magnitude, a[:-1], a[-1], grad_wrt)),
+        terms=lambda *a: (*_terms(trial, magnitude, a[:-len(outs)], cancels),
+                          *_grad_terms(trial, magnitude, a[:-len(outs)], a[-len(outs):], grad_wrt)),
         reduces=tuple(dict.fromkeys(dims.values())) if reduces is None else tuple(reduces),
         shift_by_max=tuple(shift),
         value_kinds=tuple(kinds_),
@@ -186,8 +243,9 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
     caller = inspect.currentframe().f_back
     lower = _lower_bounds(trial, dims, varying, example)
     op = ReferenceOp(decl, example=example, fixed=fixed, varying=varying, out_names=out_names,
-                     shape_of=lambda sizes: tuple(trial.run(_by_axis(dims, sizes)).shape),
-                     declared_at=f"{caller.f_code.co_filename}:{caller.f_lineno}")
+                     shape_of=lambda sizes, scalars: tuple(
+                         tuple(o.shape) for o in _outs(trial.run(_by_axis(dims, sizes), scalars=scalars))),
+                     example_scalars=example_scalars, declared_at=f"{caller.f_code.co_filename}:{caller.f_lineno}")
     op.lower = lower
     if dtypes is not None:
         bad = [d for d in dtypes if d not in strategies.DTYPES]
@@ -199,6 +257,81 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
 
         REGISTRY.add_op(op)
     return op
+
+
+# --- the inputs' roles -----------------------------------------------------------------------
+
+def _names_of(op: str, param: str, given, allowed: list[str]) -> tuple[str, ...]:
+    given = (given,) if isinstance(given, str) else tuple(given)
+    bad = [n for n in given if n not in allowed]
+    if bad:
+        raise RegistryError(f"from_reference {op!r}: {param} names {bad}, which are no float tensor inputs; "
+                            f"choose from {allowed}")
+    return given
+
+
+def _input_kinds(op: str, given: dict, floats: list[str]) -> dict[str, tuple[str, ...] | str]:
+    """Per float input named in ``input_kinds``: its own value kinds (a tuple) or source (a str)."""
+    if not isinstance(given, dict):
+        raise RegistryError(f"from_reference {op!r}: input_kinds={given!r}; pass a dict such as "
+                            "{'p': row_kinds.PROBABILITIES}")
+    _names_of(op, "input_kinds", tuple(given), floats)
+    out: dict[str, tuple[str, ...] | str] = {}
+    for n, v in given.items():
+        if isinstance(v, str) and v in VALUE_SOURCES and v != "kind":
+            out[n] = v
+            continue
+        v = (v,) if isinstance(v, str) else tuple(v)
+        bad = [k for k in v if k not in row_kinds.KINDS]
+        if not v or bad:
+            raise RegistryError(f"from_reference {op!r}: input_kinds[{n!r}]={v!r}; give value kinds from "
+                                f"{row_kinds.KINDS} or one of {VALUE_SOURCES[1:]}")
+        out[n] = v
+    return out
+
+
+def _ignores(op: str, given, names: list[str], kinds: list[str], args) -> dict[str, str]:
+    """{index input: the scalar parameter holding the value its ignored entries take}."""
+    if given is None:
+        return {}
+    indices = [n for n, k in zip(names, kinds) if k == "index"]
+    scalars = [n for n, k, a in zip(names, kinds, args) if k == "scalar" and isinstance(a, int) and not isinstance(a, bool)]
+    if isinstance(given, str):
+        if len(indices) != 1:
+            raise RegistryError(f"from_reference {op!r}: ignore_index={given!r} needs exactly one index input, found "
+                                f"{indices}; pass {{'<index input>': {given!r}}}")
+        given = {indices[0]: given}
+    if not isinstance(given, dict):
+        raise RegistryError(f"from_reference {op!r}: ignore_index={given!r}; name the scalar parameter that holds it")
+    for i, s in given.items():
+        if i not in indices or s not in scalars:
+            raise RegistryError(f"from_reference {op!r}: ignore_index={given!r}: {i!r} must be an int64 index input "
+                                f"({indices}) and {s!r} an int parameter of the reference ({scalars})")
+    return dict(given)
+
+
+def _options(op: str, given: dict, names: list[str], kinds: list[str], args) -> dict[str, tuple]:
+    """{scalar parameter: its values}, each of one kind (numbers, mode names or bools: declare.Scalar)."""
+    if not isinstance(given, dict):
+        raise RegistryError(f"from_reference {op!r}: options={given!r}; pass a dict such as "
+                            "{'reduction': ('none', 'mean', 'sum')}")
+    scalars = [n for n, k in zip(names, kinds) if k == "scalar"]
+    out = {}
+    for n, v in given.items():
+        v = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+        if n not in scalars or not v:
+            raise RegistryError(f"from_reference {op!r}: options names {n!r}; give values for a scalar parameter "
+                                f"({scalars})")
+        Scalar(n, v)  # the values' kinds checked as any declared op's are
+        out[n] = v
+    return out
+
+
+def _combinations(options: dict[str, tuple]) -> list[dict[str, Any]]:
+    combos: list[dict[str, Any]] = [{}]
+    for n, vs in options.items():
+        combos = [dict(c, **{n: v}) for c in combos for v in vs]
+    return combos
 
 
 # --- inference -------------------------------------------------------------------------------
@@ -235,27 +368,31 @@ def _kind(name: str, a: Any) -> str:
 
 class _Trial:
     """The reference on inputs of given sizes (seeded random values): the float64 oracle's call,
-    and the probe of which sizes it accepts."""
+    and the probe of which sizes it accepts. An input with its own value kinds is drawn in its
+    first (probabilities stay probabilities); an index input's ignored value is never drawn."""
 
-    def __init__(self, fn, names, args, kinds):
+    def __init__(self, fn, names, args, kinds, sources=None, ignores=None):
         self.fn, self.names, self.args, self.kinds = fn, names, args, kinds
+        self.sources = dict(sources or {})
+        self.ignores = dict(ignores or {})
 
     def call(self, *args):
         return self.fn(*args)
 
-    def inputs(self, sizes: dict[tuple[str, int], int], transform=None) -> list[Any]:
+    def inputs(self, sizes: dict[tuple[str, int], int], transform=None, scalars=None) -> list[Any]:
         gen = torch.Generator().manual_seed(TRIAL_SEED)
         out = []
         for n, a, k in zip(self.names, self.args, self.kinds):
             if k == "scalar":
-                out.append(a)
+                out.append((scalars or {}).get(n, a))
                 continue
             shape = tuple(sizes.get((n, i), s) for i, s in enumerate(a.shape))
             if k == "float":
-                t = torch.randn(shape, generator=gen, dtype=torch.float64)
+                t = self._float(n, shape, gen)
                 out.append(transform(n, t) if transform else t)
             else:
-                high = int(a.max()) + 1 if a.numel() else 1
+                kept = a[a != self.ignores[n]] if n in self.ignores else a
+                high = int(kept.max()) + 1 if kept.numel() else 1
                 # within the dim that bounds it (another input's axis of the example's size max + 1),
                 # at that dim's size in this trial: targets stay classes when the class dim shrinks
                 bounds = [sizes[(m, i)] for m, b in zip(self.names, self.args) if m != n and isinstance(b, torch.Tensor)
@@ -264,12 +401,24 @@ class _Trial:
                 out.append(torch.randint(0, max(1, high), shape, generator=gen, dtype=a.dtype))
         return out
 
-    def run(self, sizes: dict[tuple[str, int], int], transform=None) -> torch.Tensor:
+    def _float(self, n: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+        source = self.sources.get(n)
+        if source is None or source == "normal":
+            return torch.randn(shape, generator=gen, dtype=torch.float64)
+        if source == "gain":
+            return values.gains(max(1, torch.Size(shape).numel()), gen)[:torch.Size(shape).numel()].reshape(shape)
+        if source == "mask":
+            return values.additive_mask(shape, torch.float64, gen)
+        return row_kinds.draw(source[0], shape, torch.float64, gen)
+
+    def run(self, sizes: dict[tuple[str, int], int], transform=None, scalars=None) -> torch.Tensor:
         with torch.no_grad():
-            out = self.fn(*self.inputs(sizes, transform))
-        if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
-            raise RegistryError(f"from_reference: the reference must return one float tensor, got {type(out).__name__}"
-                                + (f" of {out.dtype}" if isinstance(out, torch.Tensor) else ""))
+            out = self.fn(*self.inputs(sizes, transform, scalars))
+        bad = [o for o in (out if isinstance(out, tuple) and out else (out,))
+               if not (isinstance(o, torch.Tensor) and o.is_floating_point())]
+        if bad:
+            raise RegistryError(f"from_reference: the reference must return a float tensor or a tuple of them, got "
+                                f"{type(bad[0]).__name__}" + (f" of {bad[0].dtype}" if isinstance(bad[0], torch.Tensor) else ""))
         return out
 
     def accepts(self, units: list[tuple[str, int]], size: int) -> bool:
@@ -348,25 +497,79 @@ def _by_axis(dims: dict[tuple[str, int], str], sizes: dict[str, int]) -> dict[tu
     return {u: sizes[d] for u, d in dims.items()}
 
 
-def _output_names(trial: _Trial, base: torch.Tensor, dims, varying, example) -> tuple[str | None, ...]:
-    """Per output axis, the varying dim it follows (None: it stays as it is)."""
-    names: list[str | None] = [None] * base.dim()
+class _OutputNames:
+    """Per output axis, the varying dim it follows (None: it stays as it is), for the options'
+    values of a call: read from the reference once per mode (reduction='none' keeps a row dim
+    that 'mean' sums away)."""
+
+    def __init__(self, trial: _Trial, dims, varying, example, example_scalars) -> None:
+        self.trial, self.dims, self.varying, self.example = trial, dims, varying, example
+        self.example_scalars = example_scalars
+        self._names: dict[tuple, tuple[tuple[str | None, ...], ...]] = {}
+
+    def __call__(self, scalars: dict[str, Any]) -> tuple[tuple[str | None, ...], ...]:
+        scalars = dict(self.example_scalars, **scalars)
+        key = tuple(scalars.items())
+        if key not in self._names:
+            self._names[key] = _output_names(self.trial, self.dims, self.varying, self.example, scalars)
+        return self._names[key]
+
+
+def _output_names(trial: _Trial, dims, varying, example, scalars) -> tuple[tuple[str | None, ...], ...]:
+    """Per output, per axis, the varying dim it follows (None: it stays as it is)."""
+    mode = "".join(f", {n}={v!r}" for n, v in scalars.items() if v != trial.args[trial.names.index(n)])
+    try:
+        base = trial.run({}, scalars=scalars)
+    except RegistryError:
+        raise
+    except Exception as exc:  # a mode the reference refuses (options)
+        raise RegistryError(f"from_reference: the reference fails at the example's sizes{mode}: "
+                            f"{type(exc).__name__}: {exc}") from None
+    base = _outs(base)
+    names: list[list[str | None]] = [[None] * b.dim() for b in base]
     for d in varying:
         s = example[d] + 1
         try:
-            out = trial.run({u: s for u, dd in dims.items() if dd == d})
+            out = trial.run({u: s for u, dd in dims.items() if dd == d}, scalars=scalars)
         except Exception as exc:
-            raise RegistryError(f"from_reference: the reference fails when {d} changes from {example[d]} to {s}: "
+            raise RegistryError(f"from_reference: the reference fails when {d} changes from {example[d]} to {s}{mode}: "
                                 f"{type(exc).__name__}: {exc}") from None
-        if out.dim() != base.dim():
+        out = _outs(out)
+        if len(out) != len(base) or any(o.dim() != b.dim() for o, b in zip(out, base)):
             raise RegistryError(f"from_reference: the output's rank changes with {d}; vary fewer dims")
-        for k, (a, b) in enumerate(zip(base.shape, out.shape)):
-            if a != b and names[k] is None:
-                names[k] = d
-    return tuple(names)
+        for j, (o, b) in enumerate(zip(out, base)):
+            for k, (x, y) in enumerate(zip(b.shape, o.shape)):
+                if x != y and names[j][k] is None:
+                    names[j][k] = d
+    return tuple(tuple(n) for n in names)
 
 
-def _high(name: str, a: torch.Tensor, dims, tensors) -> str:
+def _outs(value) -> tuple[torch.Tensor, ...]:
+    """The reference's output(s) as a tuple."""
+    return tuple(value) if isinstance(value, tuple) else (value,)
+
+
+def _declared_outputs(names: list[str], out_names, outs, dims, example) -> Any:
+    """The OpDecl's ``output``: () for one output (its shape read from the reference), else
+    {out0: dims, out1: dims, ...}, each axis named by the dim it follows or a fixed dim of its
+    size; an output with an axis no dim names is declared without dims (its shape still read)."""
+    if len(outs) == 1:
+        return ()
+    clash = [f"out{j}" for j in range(len(outs)) if f"out{j}" in names]
+    if clash:
+        raise RegistryError(f"from_reference: the outputs are named out0, out1, ...; rename the parameter(s) {clash}")
+    fixed = {}
+    for d in dict.fromkeys(dims.values()):
+        fixed.setdefault(example[d], d)
+    out = {}
+    for j, (axes, o) in enumerate(zip(out_names, outs)):
+        named = tuple(a if a is not None else fixed.get(int(n)) for a, n in zip(axes, o.shape))
+        out[f"out{j}"] = named if all(named) else ()
+    return out
+
+
+def _high(name: str, a: torch.Tensor, dims, tensors, ignore: int | None = None) -> str:
+    a = a[a != ignore] if ignore is not None else a  # the ignored value is no class
     top = int(a.max()) if a.numel() else 0
     bounds = sorted({(int(tensors[n].shape[x]) != top + 1, int(tensors[n].shape[x]), d)
                      for (n, x), d in dims.items() if n != name and int(tensors[n].shape[x]) > top})
@@ -376,12 +579,12 @@ def _high(name: str, a: torch.Tensor, dims, tensors) -> str:
     return bounds[0][2]
 
 
-def _invariances(trial: _Trial, names, kinds, base) -> tuple[list[str], list[str]]:
+def _invariances(trial: _Trial, names, kinds, base, skip=()) -> tuple[list[str], list[str]]:
     """Float inputs whose rows the reference is invariant to shifting (softmax: shift_by_max),
-    and to shifting and scaling (a normalisation)."""
+    and to shifting and scaling (a normalisation); those in ``skip`` (values of their own) not tried."""
     shift, norm = [], []
     for n, k in zip(names, kinds):
-        if k != "float":
+        if k != "float" or n in skip:
             continue
 
         def moved(scale):
@@ -400,23 +603,26 @@ def _invariances(trial: _Trial, names, kinds, base) -> tuple[list[str], list[str
     return shift, norm
 
 
-def _terms(trial: _Trial, magnitude: Callable, args, cancels: list[int] = ()) -> torch.Tensor:
+def _terms(trial: _Trial, magnitude: Callable, args, cancels: list[int] = ()) -> list[torch.Tensor]:
+    """Per output, the larger of |result| and |magnitude| on the inputs' absolute values."""
     with torch.no_grad():
-        result = trial.call(*args).abs()
+        results = [r.abs() for r in _outs(trial.call(*args))]
         absolute = [a.abs() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
         try:
-            sized = magnitude(*absolute).abs()
+            sizes = [m.abs() for m in _outs(magnitude(*absolute))]
         except Exception:  # noqa: BLE001 - the magnitude is a bound only; |result| stands in
-            sized = result
-        if sized.shape != result.shape:
-            sized = result
-        out = torch.fmax(result, torch.where(torch.isfinite(sized), sized, torch.zeros_like(sized)))
-        if cancels:
-            out = torch.fmax(out, _cancelled(trial, args, cancels, result))
+            sizes = results
+        out = []
+        for result, sized in zip(results, sizes if len(sizes) == len(results) else results):
+            if sized.shape != result.shape:
+                sized = result
+            out.append(torch.fmax(result, torch.where(torch.isfinite(sized), sized, torch.zeros_like(sized))))
+        if cancels:  # a normalisation: one output (from_reference)
+            out[0] = torch.fmax(out[0], _cancelled(trial, args, cancels, results[0]))
     return out
 
 
-def _grad_terms(trial: _Trial, magnitude: Callable, args, upstream: torch.Tensor, grad_wrt: list[int]):
+def _grad_terms(trial: _Trial, magnitude: Callable, args, upstream: tuple[torch.Tensor, ...], grad_wrt: list[int]):
     """Per gradient, the size of the terms its formula sums or cancels: the largest of |the
     gradient|, the gradient for |upstream| (the upstream's signs cancel a broadcast input's sum) and the
     gradient of ``magnitude`` on the inputs' absolute values for |upstream|, as for the
@@ -426,18 +632,21 @@ def _grad_terms(trial: _Trial, magnitude: Callable, args, upstream: torch.Tensor
     if not grad_wrt:
         return ()
     out = [None] * len(grad_wrt)
-    for fn, absolute, up in ((trial.call, False, upstream), (trial.call, False, upstream.abs()),
-                             (magnitude, True, upstream.abs())):
+    unsigned = tuple(u.abs() for u in upstream)
+    for fn, absolute, up in ((trial.call, False, tuple(upstream)), (trial.call, False, unsigned),
+                             (magnitude, True, unsigned)):
         leaves = [a.detach().abs() if absolute and isinstance(a, torch.Tensor) and a.is_floating_point()
                   else a.detach() if isinstance(a, torch.Tensor) else a for a in args]
         for p in grad_wrt:
             leaves[p] = leaves[p].clone().requires_grad_(True)
         try:
             with torch.enable_grad():
-                res = fn(*leaves)
-                if res.shape != up.shape:
+                res = _outs(fn(*leaves))
+                if len(res) != len(up) or any(r.shape != u.shape for r, u in zip(res, up)):
                     continue
-                grads = torch.autograd.grad(res, [leaves[p] for p in grad_wrt], grad_outputs=up, allow_unused=True)
+                used = [(r, u) for r, u in zip(res, up) if r.requires_grad]
+                grads = torch.autograd.grad([r for r, _ in used], [leaves[p] for p in grad_wrt],
+                                            grad_outputs=[u for _, u in used], allow_unused=True)
         except Exception:  # noqa: BLE001 - a bound only; the default terms stand in
             continue
         for j, (g, p) in enumerate(zip(grads, grad_wrt)):
@@ -479,11 +688,15 @@ def _cancelled(trial: _Trial, args, positions: list[int], result: torch.Tensor) 
     return worst
 
 
-def _signature(inputs, out_names, base) -> str:
-    parts = [f"{i.name}[{', '.join(i.shape)}]" if not isinstance(i, Scalar) else f"{i.name}={i.values[0]!r}"
+def _signature(inputs, out_names, outs, options=None) -> str:
+    options = options or {}
+    parts = [f"{i.name}[{', '.join(i.shape)}]" if not isinstance(i, Scalar)
+             else f"{i.name} in {tuple(i.values)!r}" if i.name in options else f"{i.name}={i.values[0]!r}"
              for i in inputs]
-    out = ", ".join(d if d is not None else str(s) for d, s in zip(out_names, base.shape))
-    return f"f({', '.join(parts)}) -> y[{out}]"
+    shapes = [", ".join(d if d is not None else str(s) for d, s in zip(names, o.shape)) for names, o in zip(out_names, outs)]
+    if len(outs) == 1:
+        return f"f({', '.join(parts)}) -> y[{shapes[0]}]"
+    return f"f({', '.join(parts)}) -> ({', '.join(f'out{j}[{s}]' for j, s in enumerate(shapes))})"
 
 
 def absolute(module: torch.nn.Module) -> torch.nn.Module:

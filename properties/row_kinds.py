@@ -33,6 +33,14 @@ caller, so every backend sees the same inputs. Each kind targets a bug class:
                   only -inf) turns the row into NaN. A label never sits on a -inf logit
                   (properties.derive: a masked class is never the target).
 - gate_extremes:  N(0, 1) * 20: sigmoid saturates both ways (exp(-x) overflows fp16 for x < -11).
+
+Probability rows (an input that is a distribution, each row summing to 1: its own value kinds,
+``Tensor(kinds=PROBABILITIES)``); two inputs drawn so meet exact ties, p == q, at their zeros:
+- probs:          softmax of 2 N(0, 1): every entry positive.
+- sparse_probs:   about half of each row exactly 0 (at least one entry kept), the rest the
+                  softmax of N(0, 1): where two such inputs are both 0, |p - q| has its kink,
+                  and a gradient taking sign(0) as +-1 there is wrong.
+- one_hot:        one entry 1 per row (a hard label), the rest 0.
 """
 
 from __future__ import annotations
@@ -46,7 +54,8 @@ from properties import values
 NORMALISATION = ("offset_rows", "constant_rows")
 LOGITS = ("large_logits", "masked_rows", "ties", "peaked", "neg_inf")
 GATES = ("gate_extremes",)
-KINDS = values.ROW_KINDS + NORMALISATION + LOGITS + GATES
+PROBABILITIES = ("probs", "sparse_probs", "one_hot")
+KINDS = values.ROW_KINDS + NORMALISATION + LOGITS + GATES + PROBABILITIES
 
 OFFSET = 1e4
 MASKED = {torch.float16: -3e4}
@@ -88,4 +97,13 @@ def draw(kind: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Gener
         x = torch.where(masked, torch.full_like(x, float("-inf")), 3.0 * x)
     elif kind == "gate_extremes":
         x = 20.0 * x
+    elif kind == "probs":
+        x = torch.softmax(2.0 * x, -1)
+    elif kind == "sparse_probs":
+        zero = torch.rand((m, n), generator=gen) < 0.5
+        zero[torch.arange(m), torch.randint(n, (m,), generator=gen)] = False
+        x = torch.softmax(torch.where(zero, torch.full_like(x, float("-inf")), x), -1)
+    elif kind == "one_hot":
+        x = torch.zeros_like(x)
+        x[torch.arange(m), torch.randint(n, (m,), generator=gen)] = 1.0
     return x.contiguous().reshape(shape)

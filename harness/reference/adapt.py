@@ -30,7 +30,10 @@ def as_model_inputs(args, positions: tuple[int, ...]) -> list[Any]:
 
 
 def as_op_output(out, dtype: torch.dtype):
-    """An integer or bool tensor output as ``dtype`` (its values kept); anything else as it is."""
+    """An integer or bool tensor output as ``dtype`` (its values kept), each of a tuple's; anything
+    else as it is."""
+    if isinstance(out, tuple):
+        return tuple(as_op_output(o, dtype) for o in out)
     if isinstance(out, torch.Tensor) and not out.is_floating_point() and not out.is_complex():
         return out.to(dtype)
     return out

@@ -14,7 +14,8 @@ cases, hypothesis strategy, layouts, inputs, gradients, tolerances, case ids). E
 
 Input roles:
 - :class:`Tensor`: a float tensor in the case's dtype. ``values="kind"`` follows the case's
-  value kind (properties.row_kinds); ``"gain"`` is a weight around 1 with random signs and
+  value kind (properties.row_kinds), or with ``kinds`` the input's own kinds (probabilities for a
+  distribution: the case's kind where it is one of them, else one of them by the case's seed); ``"gain"`` is a weight around 1 with random signs and
   sizes (never all ones); ``"normal"`` is N(0, 1) (e.g. a bias); ``"mask"`` an additive mask
   of 0 (kept) and -inf or the dtype's most negative value (masked), at least one entry kept per
   row (properties.values.additive_mask).
@@ -80,11 +81,15 @@ class Tensor:
     shape: str | tuple[str, ...]
     values: str = "kind"
     differentiable: bool = True
+    kinds: tuple[str, ...] = ()  # the input's own value kinds (module docstring); () the op's
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", _dims(self.shape))
         if self.values not in VALUE_SOURCES:
             raise RegistryError(f"Tensor {self.name!r}: values={self.values!r}; choose from {VALUE_SOURCES}")
+        object.__setattr__(self, "kinds", tuple(self.kinds))
+        if any(not (isinstance(k, str) and k) for k in self.kinds) or (self.kinds and self.values != "kind"):
+            raise RegistryError(f"Tensor {self.name!r}: kinds={self.kinds!r} must be value kind names, with values='kind'")
         if not self.shape:
             raise RegistryError(f"Tensor {self.name!r} needs at least one dimension (a scalar is a Scalar input)")
 
