@@ -45,7 +45,9 @@ from typing import Any, Callable
 
 import torch
 
+from harness.compare import rounding
 from harness.errors import RegistryError
+from harness.reference import intermediates
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.errors import UsageError
 from properties import beyond, row_kinds, strategies, values
@@ -443,6 +445,9 @@ def _terms(trial: _Trial, magnitude: Callable, args, cancels: list[int] = ()) ->
         out = torch.fmax(result, torch.where(torch.isfinite(sized), sized, torch.zeros_like(sized)))
         if cancels:
             out = torch.fmax(out, _cancelled(trial, args, cancels, result))
+        steps = intermediates.terms(trial.call, args, rounding.unit_roundoff(torch.float32))
+        if steps is not None and steps.shape == out.shape:  # the terms its intermediate steps cancel
+            out = torch.fmax(out, steps.to(out.device, out.dtype))
     return out
 
 

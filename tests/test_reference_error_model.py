@@ -66,3 +66,64 @@ def test_nan_is_accepted_where_the_reference_in_its_dtype_gives_nan_and_nowhere_
 
     assert _failed(softplus, softplus_identity, cases) == {}
     assert set(_failed(softplus, nan_at_inf, cases)) == {c.id for c in cases}
+
+
+# --- a small difference of large terms: bounded by the terms its intermediate steps round ---
+
+U32 = 2.0 ** -24
+
+
+def _log_softmax_op():
+    return harness.from_reference(lambda x: torch.log_softmax(x, -1), (torch.randn(4, 64),), vary="auto",
+                                  name="ref_log_softmax_near_0", differentiable=False, dtypes=(torch.float32,),
+                                  register=False)
+
+
+def test_log_softmax_near_zero_is_bounded_by_its_sum_not_its_result():
+    """A row with one dominant logit: log_softmax there is -log(1 + 2.5e-8), which fp32 computes
+    as 0 (the sum of exps rounds to 1); the terms are that sum, about 1, read from the reference's
+    own steps (amax, sub, exp, sum, log, sub). The identity candidate passes; one whose log of the
+    sum is off by 4096 roundings of it fails."""
+    op = _log_softmax_op()
+    x = torch.randn(4, 64, dtype=torch.float64)
+    x[:, 0] = 20.0  # exp(-20) * 63 ~ 1.3e-7: the sum of exps is 1 + 1.3e-7, its log below fp32's ulp at 1
+    inputs = op.make_inputs(_cases(op, "normal", 1)[0], "cpu")
+    import dataclasses
+
+    inputs = dataclasses.replace(inputs, args=(x.to(torch.float32),))
+    expected = op.oracle(inputs)
+    name = op.oracle_forward_name(inputs)
+    allowed = expected[f"{name}_magnitude"][:, 0]
+    got = torch.log_softmax(x.to(torch.float32), -1).double()
+    error = (got - expected[name])[:, 0].abs()
+    assert bool((error > 0).all()) and bool((error <= allowed).all()), (error, allowed)
+    assert bool((allowed < 4096 * U32).all()), allowed  # a bound of the sum's roundings, not of anything
+
+    from harness.compare.allclose import compare
+
+    def judged(y):
+        return compare(y.to(torch.float32), expected[name].to(torch.float32), atol=0.0, rtol=0.0,
+                       magnitude=expected[f"{name}_magnitude"], terms_rtol=1.0, model="rounding",
+                       in_dtype=torch.float32).passed
+
+    assert judged(got)
+    off = got.clone()
+    off[:, 0] -= 4096 * U32  # log(sum) off by 4096 roundings of the sum
+    assert not judged(off)
+
+
+def test_log_softmax_identity_passes_every_floor_case_and_a_short_sum_fails():
+    op = _log_softmax_op()
+    cases = [c for c in op.floor_cases(backend="interpreter") if c["layout"] == "contiguous"][:16]
+
+    def identity(x):
+        return torch.log_softmax(x, -1)
+
+    def drops_last(x):  # the sum of exps misses the row's last element
+        m = x.float().amax(-1, keepdim=True)
+        s = torch.exp(x.float() - m)[..., :-1].sum(-1, keepdim=True)
+        return (x.float() - m - torch.log(s)).to(x.dtype)
+
+    assert _failed(op, identity, cases) == {}
+    ordinary = [c for c in cases if c["values"] in ("normal", "mixed_scale", "tiny")]  # no element negligible
+    assert ordinary and set(_failed(op, drops_last, ordinary)) == {c.id for c in ordinary}
