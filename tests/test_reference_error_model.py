@@ -127,3 +127,27 @@ def test_log_softmax_identity_passes_every_floor_case_and_a_short_sum_fails():
     assert _failed(op, identity, cases) == {}
     ordinary = [c for c in cases if c["values"] in ("normal", "mixed_scale", "tiny")]  # no element negligible
     assert ordinary and set(_failed(op, drops_last, ordinary)) == {c.id for c in ordinary}
+
+
+# --- dims that must stay equal, where the reference does not check them ---------------------
+
+def test_key_and_value_lengths_vary_together_where_the_reference_reads_past_its_inputs():
+    """torch's CPU scaled_dot_product_attention takes a key length other than the value length
+    without a word and reads past one of them: the padded-memory probe finds it, so the two
+    lengths are one dim, and a case where they differ is outside the domain, not a crash."""
+    from harness.reference import domain
+
+    q, k, v = torch.randn(2, 2, 8, 16), torch.randn(2, 2, 12, 16), torch.randn(2, 2, 12, 16)
+    op = harness.from_reference(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), (q, k, v), vary="auto",
+                                name="ref_sdpa_ties", differentiable=False, register=False)
+    import re
+
+    dims = {n: d.split(", ") for n, d in re.findall(r"(\w+)\[([^\]]*)\]", op.decl.signature)}
+    assert dims["k"][2] == dims["v"][2] and dims["k"][2] in op.varying, op.decl.signature
+    assert dims["q"][2] != dims["k"][2] and dims["q"][2] in op.varying, op.decl.signature  # the query's is free
+
+    f64 = [t.double() for t in (q, k, v)]
+    short_key = [f64[0], f64[1][:, :, :6].contiguous(), f64[2]]
+    assert domain.rejection(F.scaled_dot_product_attention, short_key) is not None
+    assert domain.rejection(F.scaled_dot_product_attention, f64) is None
+    assert domain.rejection(torch.nn.functional.gelu, [f64[0]]) is None
