@@ -151,3 +151,43 @@ def test_key_and_value_lengths_vary_together_where_the_reference_reads_past_its_
     assert domain.rejection(F.scaled_dot_product_attention, short_key) is not None
     assert domain.rejection(F.scaled_dot_product_attention, f64) is None
     assert domain.rejection(torch.nn.functional.gelu, [f64[0]]) is None
+
+
+def _judged(op, args: tuple, got: torch.Tensor) -> tuple[bool, torch.Tensor]:
+    """Whether ``got`` passes op's forward check on ``args`` (fp32), and the allowed error."""
+    import dataclasses
+
+    from harness.compare.allclose import compare
+
+    inputs = op.make_inputs(_cases(op, "normal", 1)[0], "cpu")
+    inputs = dataclasses.replace(inputs, args=tuple(a.to(torch.float32) for a in args))
+    expected = op.oracle(inputs)
+    name = op.oracle_forward_name(inputs)
+    cmp = compare(got.to(torch.float32), expected[name].to(torch.float32), atol=0.0, rtol=0.0,
+                  magnitude=expected[f"{name}_magnitude"], terms_rtol=1.0, model="rounding", in_dtype=torch.float32)
+    return cmp.passed, expected[f"{name}_magnitude"]
+
+
+def test_a_margin_of_two_distances_is_bounded_by_the_distances():
+    """max(d(a, p) - d(a, n) + margin, 0) with d(a, p) ~ d(a, n) ~ 10 and the result ~1e-3: fp32
+    rounds the distances, about 10, and their difference keeps that error. The identity passes;
+    a distance off by 4096 roundings fails."""
+    loss = torch.nn.TripletMarginLoss(margin=1.0, reduction="none")
+    gen = torch.Generator().manual_seed(3)
+    a = torch.rand(16, 64, generator=gen, dtype=torch.float64)  # positive, as in KernelBench's problem
+    w = 2.5 * torch.rand(16, 64, generator=gen, dtype=torch.float64)
+    d = w.norm(dim=-1, keepdim=True)
+    p, n = a + w, a + w * (1 + (1 - 1e-3) / d)  # d(a, n) = d(a, p) + 1 - 1e-3: the result is ~1e-3
+    op = harness.from_reference(loss, (a.float(), p.float(), n.float()), vary="auto", name="ref_triplet_margin",
+                                differentiable=False, dtypes=(torch.float32,), register=False)
+    args = (a.float(), p.float(), n.float())
+    got = loss(*args).double()
+    assert bool((got > 1e-4).all()) and bool((got < 1e-2).all()), got
+    ok, allowed = _judged(op, args, got)
+    assert ok
+    assert bool((allowed < 4096 * U32 * 10).all()), allowed
+
+    def far(a, p, n):  # d(a, p) off by 4096 roundings of itself
+        return loss(a, a + (p - a) * (1 + 4096 * U32), n).double()
+
+    assert not _judged(op, args, far(*args))[0]
