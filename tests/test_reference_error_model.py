@@ -191,3 +191,26 @@ def test_a_margin_of_two_distances_is_bounded_by_the_distances():
         return loss(a, a + (p - a) * (1 + 4096 * U32), n).double()
 
     assert not _judged(op, args, far(*args))[0]
+
+
+def test_attention_identity_passes_where_its_softmax_cancels_and_a_wrong_scale_fails():
+    """scaled_dot_product_attention: the output sums p_j v_j with v of both signs, each p_j an exp
+    of a score that fp32 rounds at the size of q.k; rounding the inputs alone allowed 1.03-1.92 x
+    too little on these cases (mixed-scale and non-finite rows). The identity passes them; a
+    softmax scale off by 2^-12 fails."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = [torch.rand(2, 2, 16, 32, generator=g) for _ in range(3)]
+    op = harness.from_reference(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), (q, k, v), vary="auto",
+                                name="ref_sdpa_fwd", differentiable=False, dtypes=(torch.float32,), register=False)
+    seeds = {"690281", "625940", "140082"}  # of the five such floor cases, the three smallest
+    cases = [c for c in op.floor_cases(backend="interpreter") if c.id.rsplit("seed=", 1)[-1] in seeds]
+    assert len(cases) == len(seeds), [c.id for c in cases]
+
+    def identity(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+    def scale_off(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, scale=q.shape[-1] ** -0.5 * (1 + 2.0 ** -12))
+
+    assert _failed(op, identity, cases) == {}
+    assert set(_failed(op, scale_off, cases)) == {c.id for c in cases}
