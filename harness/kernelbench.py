@@ -293,6 +293,10 @@ class _OnDevice:
             self.copies[device] = self.module if device.type == "cpu" else copy.deepcopy(self.module).to(device)
         return self.copies[device](*args)
 
+    def cast(self, dtype) -> "_OnDevice":
+        """The module with its float parameters and buffers in ``dtype`` (properties.reference.in_dtype)."""
+        return _OnDevice(copy.deepcopy(self.module).to(dtype))
+
 
 def _register_candidate(op, model, init: list, inputs: list, candidate: str, register_kernel,
                         pins: dict | None = None, detect: bool = True, masks: tuple[int, ...] = ()) -> None:

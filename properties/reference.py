@@ -52,7 +52,9 @@ from typing import Any, Callable
 
 import torch
 
+from harness.compare import rounding
 from harness.errors import RegistryError
+from harness.reference import intermediates
 from harness.registry.declare import VALUE_SOURCES, Index, OpDecl, Scalar, Tensor
 from harness.errors import UsageError
 from properties import beyond, row_kinds, strategies, values
@@ -79,6 +81,35 @@ class ReferenceOp(DeclaredOp):
         self._summed: dict[tuple, int] = {}
         self.dtypes: tuple[torch.dtype, ...] = strategies.DTYPES  # the dtypes of its cases (from_reference's dtypes)
         self.lower: dict[str, int] = {}  # the smallest size the reference accepts, per varying dim (domain.lower_bounds)
+        self.function: Callable | None = None  # the reference as given (in_dtype casts it)
+        self._cast: dict[tuple, Callable] = {}
+
+    def oracle(self, inputs) -> dict[str, torch.Tensor]:
+        """The float64 oracle, with NaN also accepted where it is +-inf and the reference run in
+        the case's dtype gives NaN (harness.compare.nonfinite.own_nans)."""
+        from harness.compare import nonfinite
+
+        expected = super().oracle(inputs)
+        names = [self.oracle_forward_name(inputs), *self.output_checks[1:]]
+        if any(bool(torch.isinf(expected[n]).any()) for n in names if isinstance(expected.get(n), torch.Tensor)):
+            nonfinite.own_nans(expected, names, self.in_dtype(inputs))
+        return expected
+
+    def in_dtype(self, inputs) -> tuple[torch.Tensor | None, ...]:
+        """The reference's outputs run in the case's dtype on the case's own inputs (its float
+        parameters cast to that dtype); () where it cannot run so."""
+        if self.function is None:
+            return ()
+        device = next((a.device for a in inputs.args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        key = (inputs.dtype, str(device))
+        try:
+            if key not in self._cast:
+                self._cast[key] = in_dtype(self.function, inputs.dtype, device)
+            with torch.no_grad():
+                out = self._cast[key](*[a.detach() if isinstance(a, torch.Tensor) else a for a in inputs.args])
+        except Exception:  # noqa: BLE001 - no run in that dtype: the float64 oracle's answer stands alone
+            return ()
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
     def complete(self, sizes: dict[str, int]) -> dict[str, int]:
         out = super().complete(sizes)
@@ -247,6 +278,7 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
                          tuple(o.shape) for o in _outs(trial.run(_by_axis(dims, sizes), scalars=scalars))),
                      example_scalars=example_scalars, declared_at=f"{caller.f_code.co_filename}:{caller.f_lineno}")
     op.lower = lower
+    op.function = fn
     if dtypes is not None:
         bad = [d for d in dtypes if d not in strategies.DTYPES]
         if not dtypes or bad:
@@ -422,11 +454,18 @@ class _Trial:
         return out
 
     def accepts(self, units: list[tuple[str, int]], size: int) -> bool:
+        """Whether the reference takes ``units`` at ``size``: it neither raises nor reads past its
+        inputs' memory there (harness.reference.domain.reads_outside)."""
+        from harness.reference import domain
+
+        sizes = {u: size for u in units}
         try:
-            self.run({u: size for u in units})
+            args = self.inputs(sizes)
+            with torch.no_grad():
+                out = self.fn(*[domain.padded(a) for a in args])
+            return not domain.reads_outside(self.fn, args, out)
         except Exception:  # the reference refuses that shape: the dims do not vary (so)
             return False
-        return True
 
 
 def _trial_sizes(s: int) -> list[int]:
@@ -619,6 +658,10 @@ def _terms(trial: _Trial, magnitude: Callable, args, cancels: list[int] = ()) ->
             out.append(torch.fmax(result, torch.where(torch.isfinite(sized), sized, torch.zeros_like(sized))))
         if cancels:  # a normalisation: one output (from_reference)
             out[0] = torch.fmax(out[0], _cancelled(trial, args, cancels, results[0]))
+        if len(out) == 1:  # the terms its intermediate steps cancel (harness.reference.intermediates)
+            steps = intermediates.terms(trial.call, args, rounding.unit_roundoff(torch.float32))
+            if steps is not None and steps.shape == out[0].shape:
+                out[0] = torch.fmax(out[0], steps.to(out[0].device, out[0].dtype))
     return out
 
 
@@ -697,6 +740,16 @@ def _signature(inputs, out_names, outs, options=None) -> str:
     if len(outs) == 1:
         return f"f({', '.join(parts)}) -> y[{shapes[0]}]"
     return f"f({', '.join(parts)}) -> ({', '.join(f'out{j}[{s}]' for j, s in enumerate(shapes))})"
+
+
+def in_dtype(fn: Callable, dtype: torch.dtype, device) -> Callable:
+    """``fn`` with its float parameters and buffers in ``dtype``: an ``nn.Module`` copied and cast
+    (on ``device``), a wrapper of one through its ``cast(dtype)``, a plain function as it is (its
+    arguments' dtype is the case's)."""
+    if isinstance(fn, torch.nn.Module):
+        return copy.deepcopy(fn).to(device=device, dtype=dtype)
+    cast = getattr(fn, "cast", None)
+    return cast(dtype) if callable(cast) else fn
 
 
 def absolute(module: torch.nn.Module) -> torch.nn.Module:

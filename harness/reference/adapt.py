@@ -11,6 +11,7 @@ own rounding changes the answer (tied values), which the oracle's spread measure
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -51,3 +52,9 @@ class Adapted:
         out = self.module(*as_model_inputs(args, self.positions))
         first = next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
         return as_op_output(out, first.dtype if first is not None else torch.float64)
+
+    def cast(self, dtype: torch.dtype) -> "Adapted":
+        """The same adaptation of the module cast to ``dtype`` (properties.reference.in_dtype)."""
+        inner = self.module
+        inner = copy.deepcopy(inner).to(dtype) if isinstance(inner, torch.nn.Module) else inner.cast(dtype)
+        return Adapted(inner, self.positions)

@@ -1,0 +1,142 @@
+"""The terms a torch reference cancels: how much rounding each of its intermediate results moves it.
+
+A result that is a small difference of large terms (a log-softmax near 0: log of a sum of exps
+that is 1 + 2.5e-8; a triplet margin d(a, p) - d(a, n) + margin; an attention row's softmax
+of large scores) is computed in fp32 with an error of a few roundings of those terms, not of
+the result, and rounding the inputs (harness.compare.rounding.spread) does not show it: the
+intermediates are rounded, not the inputs. So the reference is run in float64 with the output
+of each arithmetic step moved by one rounding of the compute dtype (a relative u, a random sign
+per element), one step at a time, through torch's own decompositions (log_softmax is amax,
+sub, exp, sum, log, sub; SDPA a matmul, a softmax and a matmul), and per output element
+
+    terms = sum over steps of max over COPIES of |ref(that step rounded) - ref| / u
+
+the size of the terms whose roundings reach that element, summed over steps as the input
+spread sums over tensors (two steps moved together can cancel). For a well-conditioned formula
+it is a few times |ref|; where the formula cancels, it is the terms. Steps that round nothing
+(a view, a copy, a max, a clamp, a selection) are not moved; the last step's rounding is the
+output's own, which the error model adds anyway.
+
+Steps are found by a dispatch mode (torch.utils._python_dispatch), which sees each aten
+operator the reference runs; an operator with a decomposition is decomposed first, so the
+rounding lands on the parts a kernel computes. Beyond MAX_STEPS steps (a deep model), steps
+are moved in groups (step k in group k mod MAX_STEPS), a random-sign sample within each group.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+COPIES = 2
+MAX_STEPS = 24
+SEED = 2024
+
+# operators that round nothing: their result is one of their inputs' values, a view or a constant
+EXACT = frozenset({
+    "alias", "as_strided", "broadcast_in_dim", "clone", "collapse_view", "contiguous", "detach", "diagonal",
+    "expand", "flatten", "movedim", "narrow", "permute", "reshape", "select", "slice", "split", "split_dim",
+    "split_with_sizes", "squeeze", "t", "transpose", "unbind", "unflatten", "unfold", "unsqueeze", "view",
+    "view_of", "_unsafe_view", "_reshape_alias",
+    "cat", "stack", "constant_pad_nd", "pad", "repeat", "tile", "flip", "roll", "index", "index_select",
+    "gather", "take", "masked_fill", "where", "scatter", "select_scatter", "slice_scatter",
+    "amax", "amin", "max", "min", "maximum", "minimum", "fmax", "fmin", "abs", "neg", "relu", "clamp",
+    "clamp_min", "clamp_max", "hardtanh", "threshold", "sign", "sgn", "sort", "topk", "cummax", "cummin",
+    "floor", "ceil", "trunc", "round", "max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices",
+    "max_pool3d_with_indices", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
+    "full", "full_like", "zeros", "zeros_like", "ones", "ones_like", "empty", "empty_like", "empty_strided",
+    "empty_permuted", "new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full", "fill",
+    "scalar_tensor", "iota", "arange", "to", "_to_copy", "convert_element_type", "copy", "lift_fresh",
+    "lift_fresh_copy", "device_put",
+})
+
+
+def _name(func) -> str:
+    return func.overloadpacket.__name__
+
+
+class _Rounding(TorchDispatchMode):
+    """Runs the reference's operators, decomposed where torch has a decomposition, and moves the
+    float64 output of the arithmetic steps in ``moved`` (their order of execution, modulo
+    MAX_STEPS) by a rounding of relative size ``u``; counts the steps."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # nothing here is compiled: skipping it would import torch._dynamo (seconds)
+
+    def __init__(self, u: float, moved: int | None, gen: torch.Generator | None) -> None:
+        super().__init__()
+        self.u, self.moved, self.gen, self.steps = u, moved, gen, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        schema = func._schema
+        if schema.is_mutable or _name(func) in EXACT or any(r.alias_info is not None for r in schema.returns):
+            return func(*args, **kwargs)
+        from torch._decomp import decomposition_table
+
+        decomposition = decomposition_table.get(func)
+        if torch.Tag.pointwise in func.tags or (decomposition is not None and _primitive(decomposition)):
+            decomposition = None  # one rounding already (sub, exp); torch's primitives (a sum) are steps
+        with self:  # the parts of a decomposition are steps of their own
+            out = decomposition(*args, **kwargs) if decomposition is not None else func.decompose(*args, **kwargs)
+        if out is not NotImplemented:
+            return out
+        out = func(*args, **kwargs)
+        if not any(isinstance(t, torch.Tensor) and t.dtype == torch.float64 for t in (out if isinstance(out, (tuple, list)) else (out,))):
+            return out  # a comparison, an index: nothing rounded
+        step, self.steps = self.steps, self.steps + 1
+        if self.moved is None or step % MAX_STEPS != self.moved:
+            return out
+        return tree_map(self._round, out)
+
+    def _round(self, t):
+        if not (isinstance(t, torch.Tensor) and t.dtype == torch.float64):
+            return t
+        negative = torch.rand(t.shape, generator=self.gen, dtype=torch.float64) < 0.5
+        return t * (1.0 + self.u * (1.0 - 2.0 * negative.to(torch.float64))).to(t.device)
+
+
+def _primitive(decomposition) -> bool:
+    """A decomposition into torch's primitives (torch._refs), whose parts round as the operator
+    does and whose wrappers import torch._dynamo (seconds) on first use."""
+    module = getattr(decomposition, "__module__", "") or ""
+    return module.startswith(("torch._refs", "torch._prims"))
+
+
+def _first(out) -> torch.Tensor | None:
+    out = out[0] if isinstance(out, (tuple, list)) and out else out
+    return out if isinstance(out, torch.Tensor) and out.is_floating_point() else None
+
+
+def terms(fn: Callable, args: Sequence, u: float, base: torch.Tensor | None = None) -> torch.Tensor | None:
+    """Per element of ``fn(*args)`` (its first output; ``args`` in float64), the size of the terms
+    whose rounding reaches it, in units of ``u`` (module docstring); None where ``fn`` cannot be
+    run step by step (the caller's terms stand)."""
+    try:
+        with torch.no_grad():
+            if base is None:
+                base = _first(fn(*args))
+            counter = _Rounding(u, None, None)
+            with counter:
+                plain = _first(fn(*args))
+            if base is None or plain is None or plain.shape != base.shape or counter.steps < 2:
+                return None  # one step: its rounding is the output's own, which the error model adds
+            gen = torch.Generator().manual_seed(SEED)
+            total = torch.zeros_like(base, dtype=torch.float64)
+            for step in range(min(counter.steps, MAX_STEPS)):
+                worst = torch.zeros_like(total)
+                for _ in range(COPIES):
+                    with _Rounding(u, step, gen):
+                        out = _first(fn(*args))
+                    if out is None or out.shape != base.shape:
+                        return None
+                    d = (out.to(torch.float64) - plain.to(torch.float64)).abs()
+                    worst = torch.maximum(worst, torch.where(torch.isfinite(d), d, torch.zeros_like(d)))
+                total = total + worst
+    except Exception:  # noqa: BLE001 - an estimate only: the caller's terms stand
+        return None
+    return total / u

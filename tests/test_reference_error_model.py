@@ -1,0 +1,216 @@
+"""The error model of an op declared from a torch reference (properties.reference): the identity
+candidate (the reference itself, run in the case's dtype) passes, and a candidate off by more
+than the model explains fails. Each rule is a class of formula, shown on a small synthetic op."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+import harness
+from harness.registry.registry import Contract, KernelEntry
+from harness.run.runner import run_case
+
+
+def _failed(op, fn, cases) -> dict[str, list[str]]:
+    """Per case id, the checks that failed."""
+    entry = KernelEntry(op.name, fn.__name__, fn, Contract(), "kernel", "plugin", __file__)
+    out = {}
+    for c in cases:
+        bad = [r.check for r in run_case(op, entry, c, backend="interpreter", device="cpu").records if not r.passed]
+        if bad:
+            out[c.id] = bad
+    return out
+
+
+def _cases(op, values: str | None = None, limit: int = 6, holding=None) -> list:
+    """The op's floor cases of value kind ``values`` whose inputs hold ``holding`` (a float) somewhere."""
+    cases = [c for c in op.floor_cases(backend="interpreter") if values is None or c["values"] == values]
+    if holding is not None:
+        cases = [c for c in cases if any(bool((a == holding).any()) for a in op.make_inputs(c, "cpu").args)]
+    assert cases, values
+    return cases[:limit]
+
+
+# --- a NaN where the reference in the case's dtype gives NaN --------------------------------
+
+def test_nan_is_accepted_where_the_reference_in_its_dtype_gives_nan_and_nowhere_else():
+    """torch's fp32 gelu(+inf) is NaN, its float64 one +inf: the identity candidate passes on rows
+    holding +inf; a NaN where the fp32 reference is finite, or where it is inf (softplus(+inf)),
+    fails."""
+    gelu = harness.from_reference(torch.nn.GELU(), (torch.randn(4, 32),), vary="auto", name="ref_gelu_inf",
+                                  differentiable=False, dtypes=(torch.float32,), register=False)
+    cases = _cases(gelu, "nonfinite", holding=float("inf"))
+    assert bool(torch.isnan(F.gelu(torch.full((32,), float("inf")))).all()), "torch's fp32 gelu(+inf) is no longer NaN"
+
+    def identity(x):
+        return F.gelu(x)
+
+    def nan_where_finite(x):  # NaN also at the first finite element of each row
+        y = F.gelu(x).clone()
+        first = torch.isfinite(x).float().argmax(-1, keepdim=True)
+        return y.scatter(-1, first, float("nan"))
+
+    assert _failed(gelu, identity, cases) == {}
+    assert set(_failed(gelu, nan_where_finite, cases)) == {c.id for c in cases}
+
+    softplus = harness.from_reference(torch.nn.Softplus(), (torch.randn(4, 32),), vary="auto", name="ref_softplus_inf",
+                                      differentiable=False, dtypes=(torch.float32,), register=False)
+    cases = _cases(softplus, "nonfinite", holding=float("inf"))
+
+    def softplus_identity(x):
+        return F.softplus(x)
+
+    def nan_at_inf(x):  # NaN where the reference in fp32 gives +inf
+        return torch.where(torch.isinf(x), float("nan"), F.softplus(x))
+
+    assert _failed(softplus, softplus_identity, cases) == {}
+    assert set(_failed(softplus, nan_at_inf, cases)) == {c.id for c in cases}
+
+
+# --- a small difference of large terms: bounded by the terms its intermediate steps round ---
+
+U32 = 2.0 ** -24
+
+
+def _log_softmax_op():
+    return harness.from_reference(lambda x: torch.log_softmax(x, -1), (torch.randn(4, 64),), vary="auto",
+                                  name="ref_log_softmax_near_0", differentiable=False, dtypes=(torch.float32,),
+                                  register=False)
+
+
+def test_log_softmax_near_zero_is_bounded_by_its_sum_not_its_result():
+    """A row with one dominant logit: log_softmax there is -log(1 + 2.5e-8), which fp32 computes
+    as 0 (the sum of exps rounds to 1); the terms are that sum, about 1, read from the reference's
+    own steps (amax, sub, exp, sum, log, sub). The identity candidate passes; one whose log of the
+    sum is off by 4096 roundings of it fails."""
+    op = _log_softmax_op()
+    x = torch.randn(4, 64, dtype=torch.float64)
+    x[:, 0] = 20.0  # exp(-20) * 63 ~ 1.3e-7: the sum of exps is 1 + 1.3e-7, its log below fp32's ulp at 1
+    inputs = op.make_inputs(_cases(op, "normal", 1)[0], "cpu")
+    import dataclasses
+
+    inputs = dataclasses.replace(inputs, args=(x.to(torch.float32),))
+    expected = op.oracle(inputs)
+    name = op.oracle_forward_name(inputs)
+    allowed = expected[f"{name}_magnitude"][:, 0]
+    got = torch.log_softmax(x.to(torch.float32), -1).double()
+    error = (got - expected[name])[:, 0].abs()
+    assert bool((error > 0).all()) and bool((error <= allowed).all()), (error, allowed)
+    assert bool((allowed < 4096 * U32).all()), allowed  # a bound of the sum's roundings, not of anything
+
+    from harness.compare.allclose import compare
+
+    def judged(y):
+        return compare(y.to(torch.float32), expected[name].to(torch.float32), atol=0.0, rtol=0.0,
+                       magnitude=expected[f"{name}_magnitude"], terms_rtol=1.0, model="rounding",
+                       in_dtype=torch.float32).passed
+
+    assert judged(got)
+    off = got.clone()
+    off[:, 0] -= 4096 * U32  # log(sum) off by 4096 roundings of the sum
+    assert not judged(off)
+
+
+def test_log_softmax_identity_passes_every_floor_case_and_a_short_sum_fails():
+    op = _log_softmax_op()
+    cases = [c for c in op.floor_cases(backend="interpreter") if c["layout"] == "contiguous"][:16]
+
+    def identity(x):
+        return torch.log_softmax(x, -1)
+
+    def drops_last(x):  # the sum of exps misses the row's last element
+        m = x.float().amax(-1, keepdim=True)
+        s = torch.exp(x.float() - m)[..., :-1].sum(-1, keepdim=True)
+        return (x.float() - m - torch.log(s)).to(x.dtype)
+
+    assert _failed(op, identity, cases) == {}
+    ordinary = [c for c in cases if c["values"] in ("normal", "mixed_scale", "tiny")]  # no element negligible
+    assert ordinary and set(_failed(op, drops_last, ordinary)) == {c.id for c in ordinary}
+
+
+# --- dims that must stay equal, where the reference does not check them ---------------------
+
+def test_key_and_value_lengths_vary_together_where_the_reference_reads_past_its_inputs():
+    """torch's CPU scaled_dot_product_attention takes a key length other than the value length
+    without a word and reads past one of them: the padded-memory probe finds it, so the two
+    lengths are one dim, and a case where they differ is outside the domain, not a crash."""
+    from harness.reference import domain
+
+    q, k, v = torch.randn(2, 2, 8, 16), torch.randn(2, 2, 12, 16), torch.randn(2, 2, 12, 16)
+    op = harness.from_reference(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), (q, k, v), vary="auto",
+                                name="ref_sdpa_ties", differentiable=False, register=False)
+    import re
+
+    dims = {n: d.split(", ") for n, d in re.findall(r"(\w+)\[([^\]]*)\]", op.decl.signature)}
+    assert dims["k"][2] == dims["v"][2] and dims["k"][2] in op.varying, op.decl.signature
+    assert dims["q"][2] != dims["k"][2] and dims["q"][2] in op.varying, op.decl.signature  # the query's is free
+
+    f64 = [t.double() for t in (q, k, v)]
+    short_key = [f64[0], f64[1][:, :, :6].contiguous(), f64[2]]
+    assert domain.rejection(F.scaled_dot_product_attention, short_key) is not None
+    assert domain.rejection(F.scaled_dot_product_attention, f64) is None
+    assert domain.rejection(torch.nn.functional.gelu, [f64[0]]) is None
+
+
+def _judged(op, args: tuple, got: torch.Tensor) -> tuple[bool, torch.Tensor]:
+    """Whether ``got`` passes op's forward check on ``args`` (fp32), and the allowed error."""
+    import dataclasses
+
+    from harness.compare.allclose import compare
+
+    inputs = op.make_inputs(_cases(op, "normal", 1)[0], "cpu")
+    inputs = dataclasses.replace(inputs, args=tuple(a.to(torch.float32) for a in args))
+    expected = op.oracle(inputs)
+    name = op.oracle_forward_name(inputs)
+    cmp = compare(got.to(torch.float32), expected[name].to(torch.float32), atol=0.0, rtol=0.0,
+                  magnitude=expected[f"{name}_magnitude"], terms_rtol=1.0, model="rounding", in_dtype=torch.float32)
+    return cmp.passed, expected[f"{name}_magnitude"]
+
+
+def test_a_margin_of_two_distances_is_bounded_by_the_distances():
+    """max(d(a, p) - d(a, n) + margin, 0) with d(a, p) ~ d(a, n) ~ 10 and the result ~1e-3: fp32
+    rounds the distances, about 10, and their difference keeps that error. The identity passes;
+    a distance off by 4096 roundings fails."""
+    loss = torch.nn.TripletMarginLoss(margin=1.0, reduction="none")
+    gen = torch.Generator().manual_seed(3)
+    a = torch.rand(16, 64, generator=gen, dtype=torch.float64)  # positive, as in KernelBench's problem
+    w = 2.5 * torch.rand(16, 64, generator=gen, dtype=torch.float64)
+    d = w.norm(dim=-1, keepdim=True)
+    p, n = a + w, a + w * (1 + (1 - 1e-3) / d)  # d(a, n) = d(a, p) + 1 - 1e-3: the result is ~1e-3
+    op = harness.from_reference(loss, (a.float(), p.float(), n.float()), vary="auto", name="ref_triplet_margin",
+                                differentiable=False, dtypes=(torch.float32,), register=False)
+    args = (a.float(), p.float(), n.float())
+    got = loss(*args).double()
+    assert bool((got > 1e-4).all()) and bool((got < 1e-2).all()), got
+    ok, allowed = _judged(op, args, got)
+    assert ok
+    assert bool((allowed < 4096 * U32 * 10).all()), allowed
+
+    def far(a, p, n):  # d(a, p) off by 4096 roundings of itself
+        return loss(a, a + (p - a) * (1 + 4096 * U32), n).double()
+
+    assert not _judged(op, args, far(*args))[0]
+
+
+def test_attention_identity_passes_where_its_softmax_cancels_and_a_wrong_scale_fails():
+    """scaled_dot_product_attention: the output sums p_j v_j with v of both signs, each p_j an exp
+    of a score that fp32 rounds at the size of q.k; rounding the inputs alone allowed 1.03-1.92 x
+    too little on these cases (mixed-scale and non-finite rows). The identity passes them; a
+    softmax scale off by 2^-12 fails."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = [torch.rand(2, 2, 16, 32, generator=g) for _ in range(3)]
+    op = harness.from_reference(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), (q, k, v), vary="auto",
+                                name="ref_sdpa_fwd", differentiable=False, dtypes=(torch.float32,), register=False)
+    seeds = {"690281", "625940", "140082"}  # of the five such floor cases, the three smallest
+    cases = [c for c in op.floor_cases(backend="interpreter") if c.id.rsplit("seed=", 1)[-1] in seeds]
+    assert len(cases) == len(seeds), [c.id for c in cases]
+
+    def identity(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+    def scale_off(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, scale=q.shape[-1] ** -0.5 * (1 + 2.0 ** -12))
+
+    assert _failed(op, identity, cases) == {}
+    assert set(_failed(op, scale_off, cases)) == {c.id for c in cases}
