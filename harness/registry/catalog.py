@@ -15,6 +15,7 @@ The child's standard output is the reply alone: whatever the plugins print goes 
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import os
@@ -26,6 +27,7 @@ from harness.errors import HarnessError, PluginError, RegistryError, UsageError
 # the errors the child may report, re-raised in the parent as the same class (one line, exit 2)
 _ERRORS = {cls.__name__: cls for cls in (UsageError, PluginError, RegistryError)}
 _CACHE: dict[str, dict] = {}
+_STARTED: dict[str, subprocess.Popen] = {}  # children started ahead (start), by request, not yet answered
 KERNELBENCH: dict[str, dict] = {}  # a --reference problem's sizing by path, as the child declared it
 
 
@@ -46,6 +48,22 @@ class DescribedOp:
         """Checked by the catalog child against the real declaration (``describe``'s ``case``)."""
 
 
+def _request(plugins: list[str], op: str | None, select: str, case: str | None) -> tuple[dict, str]:
+    request = {"plugins": list(plugins), "op": op, "select": select, "case": case}
+    return request, json.dumps(request, sort_keys=True)
+
+
+def start(plugins: list[str], *, op: str | None = None, select: str = "*", case: str | None = None) -> None:
+    """Start the catalog child of ``load``'s request now, before this process imports torch: the
+    child's start-up (its own torch import, the plugins) runs beside this process's. Only once the
+    backend is chosen (the child inherits it through the environment)."""
+    request, key = _request(plugins, op, select, case)
+    if key not in _CACHE and key not in _STARTED:
+        if not _STARTED:
+            atexit.register(_discard)
+        _STARTED[key] = _spawn(request)
+
+
 def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: str | None = None) -> None:
     """Fill this process's registry from a catalog child: every kernel of the project and of
     ``plugins``, each op they implement; the child's usage errors are raised here as they were
@@ -54,10 +72,9 @@ def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: 
     from harness.incremental.plan import DESCRIBED, FILES
     from harness.registry.registry import REGISTRY, load_builtin_ops
 
-    request = {"plugins": list(plugins), "op": op, "select": select, "case": case}
-    key = json.dumps(request, sort_keys=True)
+    request, key = _request(plugins, op, select, case)
     if key not in _CACHE:
-        _CACHE[key] = _checked(_ask(request))
+        _CACHE[key] = _checked(_ask(request, _STARTED.pop(key, None)))
     reply = _CACHE[key]
     load_builtin_ops()  # the project's op specs: harness code, never a plugin's
     for name, data in reply["ops"].items():
@@ -71,25 +88,47 @@ def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: 
     KERNELBENCH.update(reply.get("kernelbench") or {})
 
 
-def _ask(request: dict) -> dict:
+def _spawn(request: dict) -> subprocess.Popen:
     from harness.settings import PROJECT_ROOT
 
     try:  # started as the judges are (harness.execution.workers): the backend is in the environment
-        done = subprocess.run([sys.executable, "-m", "harness.registry.catalog"], input=json.dumps(request),
-                              capture_output=True, text=True, cwd=PROJECT_ROOT)
+        child = subprocess.Popen([sys.executable, "-m", "harness.registry.catalog"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=PROJECT_ROOT)
     except OSError as exc:
         raise HarnessError(f"the catalog process could not start: {exc}") from None
-    sys.stderr.write(done.stderr)  # the plugins' own output, and any traceback of the child
+    # the request goes in at once (a pipe holds far more than it) and stdin closes: the child reads it
+    # while this process goes on
     try:
-        reply = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+        child.stdin.write(json.dumps(request))
+        child.stdin.close()
+    except OSError:  # it ended already: its exit status says how (_ask)
+        pass
+    child.stdin = None  # closed: communicate() has nothing more to send
+    return child
+
+
+def _discard() -> None:
+    """Children started ahead whose reply no one asked for (the run ended before: a usage error)."""
+    while _STARTED:
+        _, child = _STARTED.popitem()
+        child.kill()
+        child.communicate()
+
+
+def _ask(request: dict, child: subprocess.Popen | None = None) -> dict:
+    child = child or _spawn(request)
+    stdout, stderr = child.communicate()
+    sys.stderr.write(stderr)  # the plugins' own output, and any traceback of the child
+    try:
+        reply = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
     except ValueError:
         reply = None
-    if done.returncode != 0 or not isinstance(reply, dict):  # user code ended it (os._exit at import): no verdict
+    if child.returncode != 0 or not isinstance(reply, dict):  # user code ended it (os._exit at import): no verdict
         from harness.exits import describe_exit
         from harness.launcher import NO_VERDICT
 
         print(f"error: loading {', '.join(request['plugins']) or 'the project kernels'} ended before giving a verdict "
-              f"(it {describe_exit(done.returncode)}): the catalog process described no kernel; no verdict "
+              f"(it {describe_exit(child.returncode)}): the catalog process described no kernel; no verdict "
               f"(exit {NO_VERDICT})", file=sys.stderr)
         raise SystemExit(NO_VERDICT)
     return reply
