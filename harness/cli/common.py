@@ -105,6 +105,9 @@ def prepare(args: argparse.Namespace, *, described: bool = False) -> backends.Ba
     from harness.registry.registry import REGISTRY
 
     if described:
+        from harness.incremental.plan import engine_closure
+
+        engine_closure()  # the store key's engine part (cached), computed while the catalog child works
         catalog.load(args.plugin, op=args.op, select=args.select, case=getattr(args, "case", None))
     else:
         loader.load_all(plugins=args.plugin)
