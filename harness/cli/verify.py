@@ -30,8 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--case", metavar="CASE_ID", help="re-run exactly one case (the id printed in reports); its "
                    "reports go to reports/repro unless --report-dir is given, never over a full run's")
     p.add_argument("-x", "--exitfirst", action="store_true",
-                   help="stop at the first failed case: each running kernel stops at its first failure (not "
-                        "shrunk) and no further kernel starts; the report holds what ran (exit 1)")
+                   help="stop at the first failed case (not shrunk): the other running kernels stop and no "
+                        "further kernel starts; the report holds the failed kernel, the others are listed as not "
+                        "run (exit 1)")
     p.add_argument("--with-project", action="store_true",
                    help="with --plugin: verify the project's kernels too (by default --plugin without --select verifies "
                         "the plugin files' kernels only)")
@@ -161,7 +162,12 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
             # can never reach another's verdict; the shards of a kernel run side by side anyway
             keep = _Keeper(entries, plans, shards, store)  # saved before the line that says it ended
             results = run_jobs(jobs, parallel=parallel, reuse=False, decide=first and first.decide,
-                               on_event=lambda e: (keep(e), progress(e), first and first(e)))
+                               on_event=lambda e: (keep(e), progress(e), first and first(e)),
+                               stop=first and (lambda: first.failed))  # -x: the running jobs stop too
+    if first and first.failed:
+        from harness.execution import exitfirst
+
+        results = exitfirst.settle(results)  # a kernel left unfinished is not run, never a partial PASS
     not_run = {(r.job.op, r.job.kernel) for r in results if r.status is JobStatus.SKIPPED}
     results = [r for r in results if r.status is not JobStatus.SKIPPED]
     not_run -= {(r.job.op, r.job.kernel) for r in results}  # a kernel whose other shards ran is reported
