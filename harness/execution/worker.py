@@ -271,4 +271,6 @@ def _set_up(key: tuple, job: dict):
 if __name__ == "__main__":
     if sys.argv[1:] != ["--serve"]:
         sys.exit("usage: python -m harness.execution.worker --serve  (handshake, then job lines on stdin)")
-    sys.exit(serve())
+    from harness.exits import end_now
+
+    end_now(serve())  # every event is written and flushed: the pool need not wait for torch's teardown
