@@ -106,10 +106,7 @@ def assert_kernel(op: str, fn: Callable, *, max_examples: int | None = None, see
         raise RegistryError(f"case {case!r} is a {only.op!r} case, not {op!r}")
     quick = os.environ.get(QUICK_ENV) == "1" if quick is None else quick
     examples = current_settings().max_examples(be.name) if max_examples is None else max_examples
-    with warnings.catch_warnings():
-        # numpy's overflow and invalid-value warnings from inside the interpreter are the kernel's
-        # arithmetic on the suite's huge and non-finite inputs, judged by the checks, not news
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
+    with backends.quiet_interpreter_arithmetic():
         records = [r.to_dict() for r in run_suite(spec, entry, backend=be.name, device=be.device, seed=seed,
                                                    max_examples=examples, only_case=only, quick=quick)]
     summary = verify_report.kernel_summary(op, entry.name, records, waivers=entry.contract.waive,

@@ -86,6 +86,12 @@ def _case_rows(verify: dict) -> list[dict]:
     return [cases[i] for i in ordered]
 
 
+def _one_case(cases: list[dict]) -> bool:
+    """A report of one case (a ``--case`` repro): no error figure, whose picture is the spread over
+    many cases (and drawing it, matplotlib's import included, is most of a repro's rendering)."""
+    return len({c.get("case_id") for c in cases}) == 1
+
+
 def _case_rows_html(cases: list[dict]) -> markupsafe.Markup:
     """The case table's rows, built here rather than in the template: a jinja loop over 20,000
     rows costs seconds, this costs a fraction of one. Every value is escaped."""
@@ -239,7 +245,9 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
         "failures_per_group": FAILURES_PER_GROUP,
         "filters": FILTERS,
         "options": _filter_options(cases),
-        "error_plot": figures.draw(plots.error_ratio_figure, cases, verify.get("kernels", [])) if verify else None,
+        "error_plot": figures.draw(plots.error_ratio_figure, cases, verify.get("kernels", []))
+                      if verify and not _one_case(cases) else None,
+        "one_case": _one_case(cases),
         "plots_available": plots.available(),
         "drift": verify.get("baseline") if verify else None,
         "drift_plot": drift.figure(verify.get("cases", [])) if verify and verify.get("baseline") else None,

@@ -189,3 +189,38 @@ def test_a_plugin_with_no_kernel_alone_is_a_usage_error(tmp_path):
                    "--report-dir", str(tmp_path / "r"))
     assert proc.returncode == 2 and "registers no kernel; add --with-project" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_exitfirst_stops_the_kernels_still_running_and_reports_them_not_run(tmp_path):
+    # bug class: -x that lets the other running kernels go on to their end (minutes after the answer
+    # is known), or that reports a kernel stopped halfway as PASS on the cases it reached
+    proc = harness("verify", "-x", "--backend", "interpreter", "--plugin", "examples/plugins/quickstart_rmsnorm.py",
+                   "--jobs", "2", "--shards", "1", "--max-examples", "5", "--no-cache", "--report-dir", str(tmp_path))
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((tmp_path / "verify.json").read_text())
+    assert report["exitfirst"] is True and not report["passed"]
+    assert [(k["name"], k["verdict"]) for k in report["kernels"]] == [("my_rmsnorm_bug", "fail")]
+    assert {c["kernel"] for c in report["cases"]} == {"my_rmsnorm_bug"}
+    assert "not run: rmsnorm/my_rmsnorm" in proc.stderr and "interrupted" not in proc.stderr
+
+
+def test_exitfirst_settles_a_stopped_kernel_as_not_run_and_keeps_a_failed_ones_records():
+    from harness.execution import exitfirst
+    from harness.execution.job import Job, JobResult, JobStatus
+    from harness.record.case_record import CaseRecord
+
+    def result(kernel, shard, status, passed=()):
+        job = Job(op="rmsnorm", kernel=kernel, backend="interpreter", seed=0, max_examples=1, shard=shard, shards=2)
+        records = [CaseRecord(op="rmsnorm", kernel=kernel, check="forward", case_id=f"c{i}", shape=[[1]], dtype="float32",
+                              layout="contiguous", passed=p)
+                   for i, p in enumerate(passed)]
+        return JobResult(job, status, records, len(records), 1.0)
+
+    settled = exitfirst.settle([
+        result("bad", 0, JobStatus.OK, [True, False]), result("bad", 1, JobStatus.INTERRUPTED, [True]),
+        result("half", 0, JobStatus.OK, [True, True]), result("half", 1, JobStatus.INTERRUPTED, [True]),
+        result("done", 0, JobStatus.OK, [True]), result("done", 1, JobStatus.OK, [True])])
+    assert [(r.job.kernel, r.job.shard, r.status.value, len(r.records)) for r in settled] == [
+        ("bad", 0, "ok", 2), ("bad", 1, "skipped", 0),  # the failure stays, the stopped shard is dropped
+        ("half", 0, "skipped", 0), ("half", 1, "skipped", 0),  # a shard passed, another stopped: not run
+        ("done", 0, "ok", 1), ("done", 1, "ok", 1)]

@@ -110,3 +110,29 @@ def test_doctor_reports_the_caches_that_make_the_next_gate_fast(tmp_path, monkey
     assert "1 compiled kernel entries" in text and "cuda: 2 mutants" in text
     doctor._caches(types.SimpleNamespace(name="interpreter"), out)  # the interpreter compiles nothing
     assert "Triton cache" not in capsys.readouterr().out
+
+
+def test_the_interpreters_numpy_warnings_do_not_reach_the_doctors_output(capsys):
+    # bug class: "RuntimeWarning: overflow encountered in exp" from inside the Triton interpreter
+    # (a kernel's arithmetic on a huge input, judged by the checks) printed among the doctor's lines
+    import warnings
+    from types import SimpleNamespace
+
+    from harness.cli import doctor
+    from harness.run.backend import Backend
+
+    def run_case(spec, entry, case, **kwargs):
+        warnings.warn_explicit("overflow encountered in exp", RuntimeWarning, "interpreter.py", 725,
+                               module="triton.runtime.interpreter")
+        warnings.warn_explicit("the harness's own", RuntimeWarning, "runner.py", 1, module="harness.run.runner")
+        return SimpleNamespace(records=[])
+
+    spec = SimpleNamespace(floor_cases=lambda backend: [SimpleNamespace(id="rmsnorm:M=1,N=7", params=[("M", 1), ("N", 7)])])
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        doctor._one_case(spec, SimpleNamespace(op="rmsnorm", name="k"), Backend("interpreter", "cpu"), doctor._Out(),
+                         run_case)
+    shown = [str(w.message) for w in shown]
+    assert "overflow encountered in exp" not in shown
+    assert "the harness's own" in shown  # only the interpreter's arithmetic is silenced
+    assert "rmsnorm/k on rmsnorm:M=1,N=7: 0 checks passed" in capsys.readouterr().out

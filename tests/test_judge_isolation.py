@@ -277,3 +277,27 @@ def test_a_request_that_cannot_be_sent_is_the_machines_failure_not_a_hang(tmp_pa
         assert lost.value.fatal
     finally:
         proc.close()
+
+
+def test_a_kernel_process_started_ahead_starts_before_the_judge_imports_torch():
+    # bug class: a judge that starts its kernel process only after its own torch import and op
+    # specs (start-ups one after the other); started ahead, the ready it sends is read as the
+    # start-up's, never as the answer to the first request, and a health check waits for it too
+    code = """
+import json, sys
+from harness.run.kernel_process import KernelProcess
+from harness.settings import current
+proc = KernelProcess(plugins=(), extra_modules=(), backend="interpreter", settings=current())
+proc.start_ahead()
+torch_before = "torch" in sys.modules
+health = proc.health()
+entry = proc.bind("rmsnorm", "triton_rmsnorm")
+print(json.dumps({"torch_before": torch_before, "health": health, "starting": proc.starting,
+                  "origin": entry.get("origin")}))
+proc.close()
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"torch_before": False, "health": None, "starting": False, "origin": "project"}, seen

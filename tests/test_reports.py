@@ -44,6 +44,19 @@ def test_page_is_self_contained(full_page):
         assert page.count('src="data:image/png;base64,') == 2  # error plot and kill matrix
 
 
+def test_a_one_case_report_draws_no_error_figure(monkeypatch):
+    """Targets: a --case repro paying matplotlib's import and a drawing (about 0.7 CPU-s of its
+    10 s) for a picture of one case; a report of several cases keeps its figure."""
+    drawn = []
+    monkeypatch.setattr(plots, "error_ratio_figure", lambda cases, kernels: drawn.append(len(cases)) or "UE5H")
+    one = verify_report(n_cases=1)
+    page = html.render(one, None)
+    assert drawn == [] and 'id="error-plot"' not in page
+    assert "one case: its checks' errors are in the failures above" in page
+    page = html.render(verify_report(n_cases=2), None)
+    assert len(drawn) == 1 and 'id="error-plot"' in page and "one case: its checks" not in page
+
+
 def test_kernel_messages_are_escaped(verify_page):
     """Targets: a message with markup injected into the page."""
     page = verify_page

@@ -97,6 +97,34 @@ print(json.dumps({{"user": user, "forward_only": e.contract.forward_only, "defin
     assert [i["verify_loaded"] for i in _imports(marker)] == [False]  # imported once, by the catalog child
 
 
+def test_the_catalog_child_starts_before_torch_and_is_the_one_asked(tmp_path):
+    # started ahead (before the deciding process imports torch) and then asked: one child, whose
+    # reply fills the registry; a child started for a run that ends first is ended with it
+    code = f"""
+import json, sys
+from harness.registry import catalog
+catalog.start([{str(PLUGIN)!r}], op=None, select="*")
+child = next(iter(catalog._STARTED.values()))
+torch_before = "torch" in sys.modules
+from harness.registry.registry import REGISTRY
+catalog.load([{str(PLUGIN)!r}], op=None, select="*")
+e = REGISTRY.get("rmsnorm", "forges_verdict")
+catalog.start(["examples/plugins/scaled_tanh.py"], op=None, select="*")
+left = next(iter(catalog._STARTED.values()))
+print(json.dumps({{"torch_before": torch_before, "asked": child.returncode, "left": left.pid,
+                   "kernel": e.name, "user": sorted(m for m in sys.modules if m.startswith(("plugin_", "kernels")))}}))
+"""
+    marker = tmp_path / "marker"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, ISOLATION_MARKER=str(marker), TRITON_INTERPRET="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["torch_before"] is False and seen["asked"] == 0
+    assert seen["kernel"] == "forges_verdict" and seen["user"] == []
+    assert [i["verify_loaded"] for i in _imports(marker)] == [False]  # one child, asked once
+    assert not Path(f"/proc/{seen['left']}").exists()  # the unasked child ended with its parent
+
+
 def test_a_plugin_that_fails_to_import_is_one_line_from_the_catalog(tmp_path):
     bad = tmp_path / "bad_plugin.py"
     bad.write_text("raise RuntimeError('no GPU here')\n")

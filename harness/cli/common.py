@@ -85,16 +85,20 @@ def prepare(args: argparse.Namespace, *, described: bool = False) -> backends.Ba
     ``described``, learn them from a catalog child instead (harness.registry.catalog): this
     process then imports no user code."""
     backend = backends.select(args.backend)
-    from harness.registry import loader
+    from harness.registry import catalog
     from harness.settings import PROJECT_ROOT
 
     if Path.cwd().resolve() != PROJECT_ROOT:  # installed, run elsewhere: workers start in PROJECT_ROOT
         args.plugin = [str(Path(p).resolve()) for p in args.plugin]
+    if described:  # the child starts up while this process imports torch
+        catalog.start(args.plugin, op=args.op, select=args.select, case=getattr(args, "case", None))
+    from harness.registry import loader
     from harness.registry.registry import REGISTRY
 
     if described:
-        from harness.registry import catalog
+        from harness.incremental.plan import engine_closure
 
+        engine_closure()  # the store key's engine part (cached), computed while the catalog child works
         catalog.load(args.plugin, op=args.op, select=args.select, case=getattr(args, "case", None))
     else:
         loader.load_all(plugins=args.plugin)

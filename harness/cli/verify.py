@@ -28,8 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--case", metavar="CASE_ID", help="re-run exactly one case (the id printed in reports); its "
                    "reports go to reports/repro unless --report-dir is given, never over a full run's")
     p.add_argument("-x", "--exitfirst", action="store_true",
-                   help="stop at the first failed case: each running kernel stops at its first failure (not "
-                        "shrunk) and no further kernel starts; the report holds what ran (exit 1)")
+                   help="stop at the first failed case (not shrunk): the other running kernels stop and no "
+                        "further kernel starts; the report holds the failed kernel, the others are listed as not "
+                        "run (exit 1)")
     p.add_argument("--with-project", action="store_true",
                    help="with --plugin: verify the project's kernels too (by default --plugin without --select verifies "
                         "the plugin files' kernels only)")

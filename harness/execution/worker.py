@@ -252,20 +252,25 @@ def _op_spec(job: dict):
 
 
 def _set_up(key: tuple, job: dict):
-    from harness.registry.registry import load_builtin_ops
     from harness.run import backend as backends
     from harness.run.kernel_process import KernelProcess
     from harness.settings import current
 
     be = backends.current()
-    _hide_memory(be)
-    load_builtin_ops()  # op specs only: user code is the kernel process's
+    _hide_memory(be)  # before the kernel process starts: it must never reach this one's memory
     process = KernelProcess(plugins=key[0], extra_modules=key[1], library=(key[2], key[3]), backend=be.name,
                             settings=current())
+    if not job.get("fresh_kernel"):  # (a fresh one is started by the job itself)
+        process.start_ahead()  # its start-up beside this judge's own (torch, the op specs)
+    from harness.registry.registry import load_builtin_ops
+
+    load_builtin_ops()  # op specs only: user code is the kernel process's
     return be, process
 
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--serve"]:
         sys.exit("usage: python -m harness.execution.worker --serve  (handshake, then job lines on stdin)")
-    sys.exit(serve())
+    from harness.exits import end_now
+
+    end_now(serve())  # every event is written and flushed: the pool need not wait for torch's teardown

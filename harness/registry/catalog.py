@@ -17,6 +17,7 @@ source it was read from has changed (``_replied``): an unchanged gate starts no 
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import os
@@ -30,7 +31,9 @@ from harness.settings import PROJECT_ROOT
 # the errors the child may report, re-raised in the parent as the same class (one line, exit 2)
 _ERRORS = {cls.__name__: cls for cls in (UsageError, PluginError, RegistryError)}
 _CACHE: dict[str, dict] = {}
+_KEYS: dict[str, str] = {}  # a request's saved-reply key ("": none), computed once per process
 _REPLIES = PROJECT_ROOT / "build" / "catalog"
+_STARTED: dict[str, subprocess.Popen] = {}  # children started ahead (start), by request, not yet answered
 _NOT_READ = ("tests", "build", "third_party", "node_modules")  # folders the child never imports from
 KERNELBENCH: dict[str, dict] = {}  # a --reference problem's sizing by path, as the child declared it
 
@@ -52,6 +55,23 @@ class DescribedOp:
         """Checked by the catalog child against the real declaration (``describe``'s ``case``)."""
 
 
+def _request(plugins: list[str], op: str | None, select: str, case: str | None) -> tuple[dict, str]:
+    request = {"plugins": list(plugins), "op": op, "select": select, "case": case}
+    return request, json.dumps(request, sort_keys=True)
+
+
+def start(plugins: list[str], *, op: str | None = None, select: str = "*", case: str | None = None) -> None:
+    """Start the catalog child of ``load``'s request now, before this process imports torch: the
+    child's start-up (its own torch import, the plugins) runs beside this process's. Only once the
+    backend is chosen (the child inherits it through the environment). Nothing starts where a
+    saved reply answers the request (``_replied``)."""
+    request, key = _request(plugins, op, select, case)
+    if key not in _CACHE and key not in _STARTED and _saved(request) is None:
+        if not _STARTED:
+            atexit.register(_discard)
+        _STARTED[key] = _spawn(request)
+
+
 def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: str | None = None) -> None:
     """Fill this process's registry from a catalog child: every kernel of the project and of
     ``plugins``, each op they implement; the child's usage errors are raised here as they were
@@ -60,10 +80,9 @@ def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: 
     from harness.incremental.plan import DESCRIBED, FILES
     from harness.registry.registry import REGISTRY, load_builtin_ops
 
-    request = {"plugins": list(plugins), "op": op, "select": select, "case": case}
-    key = json.dumps(request, sort_keys=True)
+    request, key = _request(plugins, op, select, case)
     if key not in _CACHE:
-        _CACHE[key] = _checked(_replied(request))
+        _CACHE[key] = _checked(_replied(request, _STARTED.pop(key, None)))
     reply = _CACHE[key]
     load_builtin_ops()  # the project's op specs: harness code, never a plugin's
     for name, data in reply["ops"].items():
@@ -77,21 +96,38 @@ def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: 
     KERNELBENCH.update(reply.get("kernelbench") or {})
 
 
-def _replied(request: dict) -> dict:
+def _saved_path(request: dict) -> Path | None:
+    text = json.dumps(request, sort_keys=True)
+    if text not in _KEYS:
+        _KEYS[text] = _reply_key(request) or ""
+    return _REPLIES / f"catalog-{_KEYS[text]}.json" if _KEYS[text] else None
+
+
+def _saved(request: dict) -> dict | None:
+    """The saved reply to a project-only ``request`` whose sources are unchanged, or None."""
+    path = _saved_path(request)
+    if path is None:
+        return None
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return saved if isinstance(saved, dict) else None
+
+
+def _replied(request: dict, started: subprocess.Popen | None = None) -> dict:
     """The child's reply to ``request``; a request that names no plugin, problem or candidate (the
     project's own kernels: the gate) is answered from ``build/catalog/`` while none of the sources a
     child would read has changed (``_reply_key``), and the child is asked otherwise. The reply was a
     child's, never this process's reading of the kernels; it is checked like a fresh one."""
-    key = _reply_key(request)
-    path = _REPLIES / f"catalog-{key}.json" if key else None
-    if path is not None:
-        try:
-            saved = json.loads(path.read_text())
-            if isinstance(saved, dict):
-                return saved
-        except (OSError, ValueError):
-            pass
-    reply = _ask(request)
+    saved = _saved(request)
+    if saved is not None:
+        if started is not None:  # started before the saved reply was known to answer: not needed
+            started.kill()
+            started.communicate()
+        return saved
+    path = _saved_path(request)
+    reply = _ask(request, started)
     if path is not None and isinstance(reply, dict) and "error" not in reply:
         from reports import manifest, writer
 
@@ -145,23 +181,45 @@ def _package_sources(root: Path) -> list[Path]:
     return found
 
 
-def _ask(request: dict) -> dict:
+def _spawn(request: dict) -> subprocess.Popen:
     try:  # started as the judges are (harness.execution.workers): the backend is in the environment
-        done = subprocess.run([sys.executable, "-m", "harness.registry.catalog"], input=json.dumps(request),
-                              capture_output=True, text=True, cwd=PROJECT_ROOT)
+        child = subprocess.Popen([sys.executable, "-m", "harness.registry.catalog"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=PROJECT_ROOT)
     except OSError as exc:
         raise HarnessError(f"the catalog process could not start: {exc}") from None
-    sys.stderr.write(done.stderr)  # the plugins' own output, and any traceback of the child
+    # the request goes in at once (a pipe holds far more than it) and stdin closes: the child reads it
+    # while this process goes on
     try:
-        reply = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+        child.stdin.write(json.dumps(request))
+        child.stdin.close()
+    except OSError:  # it ended already: its exit status says how (_ask)
+        pass
+    child.stdin = None  # closed: communicate() has nothing more to send
+    return child
+
+
+def _discard() -> None:
+    """Children started ahead whose reply no one asked for (the run ended before: a usage error)."""
+    while _STARTED:
+        _, child = _STARTED.popitem()
+        child.kill()
+        child.communicate()
+
+
+def _ask(request: dict, child: subprocess.Popen | None = None) -> dict:
+    child = child or _spawn(request)
+    stdout, stderr = child.communicate()
+    sys.stderr.write(stderr)  # the plugins' own output, and any traceback of the child
+    try:
+        reply = json.loads(stdout.strip().splitlines()[-1]) if stdout.strip() else None
     except ValueError:
         reply = None
-    if done.returncode != 0 or not isinstance(reply, dict):  # user code ended it (os._exit at import): no verdict
+    if child.returncode != 0 or not isinstance(reply, dict):  # user code ended it (os._exit at import): no verdict
         from harness.exits import describe_exit
         from harness.launcher import NO_VERDICT
 
         print(f"error: loading {', '.join(request['plugins']) or 'the project kernels'} ended before giving a verdict "
-              f"(it {describe_exit(done.returncode)}): the catalog process described no kernel; no verdict "
+              f"(it {describe_exit(child.returncode)}): the catalog process described no kernel; no verdict "
               f"(exit {NO_VERDICT})", file=sys.stderr)
         raise SystemExit(NO_VERDICT)
     return reply

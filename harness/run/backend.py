@@ -6,10 +6,12 @@ imported, so :func:`select` must run before anything imports triton.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import platform
 import sys
+import warnings
 
 from harness.errors import UsageError
 from vocabulary import Backend as BackendName
@@ -101,3 +103,13 @@ def current() -> Backend:
     if os.environ.get("TRITON_INTERPRET") == "1":
         return Backend("interpreter", "cpu")
     return Backend("cuda", "cuda")
+
+
+@contextlib.contextmanager
+def quiet_interpreter_arithmetic():
+    """numpy's overflow and invalid-value warnings from inside the Triton interpreter, silenced:
+    they are the kernel's arithmetic on the suite's huge and non-finite inputs, judged by the
+    checks, not news (printed, they read as the harness's own trouble)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
+        yield

@@ -27,65 +27,13 @@ import torch
 from vocabulary import Check, KernelEnd
 from harness.run import backend, compile_clock, interpreter_casts, launches, specializations
 from harness.run.oob import find_out_of_bounds
+from harness.run.kernel_reply import KernelError, KernelLost, NotATensor, Refusal, Reply  # noqa: F401  (their home for the callers)
 
 REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")  # the expected answers to an out-of-contract case
 # what a kernel declaring Contract(self_limits=True) may raise to state a limit of its own
 SELF_LIMITS = REJECTIONS + ("AssertionError",)
 # the autograd modes of Session.grad_mode: a forward with autograd enabled, one under torch.inference_mode
 GRAD_MODES = ("autograd", "inference")
-
-
-@dataclasses.dataclass
-class KernelError:
-    """An exception the kernel raised, as plain data (it may have been raised in another process)."""
-
-    type_name: str
-    text: str  # str() of the exception
-    oob: str | None = None  # harness.run.oob's description of an out-of-bounds access behind it
-    rejection: bool = False  # a ValueError, TypeError or NotImplementedError (or a subclass)
-    limit: bool = False  # one of SELF_LIMITS (or a subclass): a limit the kernel states itself
-    where: str | None = None  # FILE:LINE of the deepest frame in the kernel's own code (raised_at)
-
-    def __str__(self) -> str:
-        return self.text
-
-    def describe(self) -> str:
-        """``Type: first line (at FILE:LINE)`` and the message's further lines."""
-        first, newline, rest = self.text.partition("\n")
-        at = f" (at {self.where})" if self.where else ""
-        return f"{self.type_name}: {first}{at}{newline}{rest}" if self.text else f"{self.type_name}{at}"
-
-
-@dataclasses.dataclass
-class NotATensor:
-    """What the kernel returned instead of a tensor."""
-
-    type_name: str
-    text: str
-
-    def describe(self) -> str:
-        return "None" if self.type_name == "NoneType" else f"a {self.type_name} ({self.text})"
-
-
-@dataclasses.dataclass
-class Reply:
-    value: Any = None
-    error: KernelError | None = None
-    kernel_s: float = 0.0  # wall time of the call (compile_s included)
-    compile_s: float = 0.0
-    startup_s: float = 0.0  # starting a fresh kernel process first (start-up, not the case's time)
-    launches: int = 0  # Triton kernels the call launched (harness.run.launches)
-    specializations: tuple[str, ...] = ()  # the call's new Triton specialization keys (harness.run.specializations)
-
-
-class KernelLost(Exception):
-    """The kernel process ended (``Check.CRASH``) or hung (``Check.TIMEOUT``) during a call.
-
-    ``fatal``: the job cannot go on (a hang, or too many kernel processes lost)."""
-
-    def __init__(self, check: Check, message: str, *, fatal: bool):
-        super().__init__(message)
-        self.check, self.message, self.fatal = check, message, fatal
 
 
 def error_of(exc: BaseException) -> KernelError:
@@ -352,14 +300,6 @@ class Session:
 
 
 _RAISED = object()  # a backward that raised (harness-internal: never leaves this process)
-
-
-@dataclasses.dataclass(frozen=True)
-class Refusal:
-    """torch (or the kernel's autograd code) refused a backward because an input it keeps was
-    changed in place after the forward: the safe answer to that change. ``message``: what it said."""
-
-    message: str
 
 
 def _copies(args: tuple, grad_wrt: tuple[int, ...]) -> list:

@@ -32,7 +32,8 @@ from harness.exits import describe_exit
 from vocabulary import Check
 
 from harness.run.socket_dir import fit_socket_dir
-from harness.run.kernel_host import KernelEnd, KernelError, KernelLost, NotATensor, Refusal, Reply
+from harness.run.kernel_reply import KernelError, KernelLost, NotATensor, Refusal, Reply
+from harness.vocabulary import KernelEnd
 from harness.settings import Settings
 
 _ALLOWED = {
@@ -101,6 +102,7 @@ class KernelProcess:
         self.library = library  # (modules, carrier glob): the library mutants to register (harness.mutation.library)
         self.proc = None
         self.conn = None
+        self.starting = False  # started ahead (start_ahead), its ready not yet read
         self.bound: tuple[str, str] | None = None
         self.slowest = 0.0
         self.lost = 0
@@ -108,13 +110,22 @@ class KernelProcess:
         self.incompetent: str | None = None
 
     # --- life cycle --------------------------------------------------------------------
-    def _start(self) -> None:
-        import torch.multiprocessing as mp
+    def start_ahead(self) -> None:
+        """Start the process now, before this one imports torch: its own start-up (torch, Triton,
+        the plugins) runs beside the judge's; the first request waits for it to be ready."""
+        if self.proc is None:
+            self._spawn()
+
+    def _spawn(self) -> None:
+        # the standard library's spawn context (torch.multiprocessing's is the same one): the
+        # process starts before torch is imported here; torch's reductions, which carry tensors
+        # over the pipe, are installed once it is (_await_ready)
+        import multiprocessing
 
         from harness.run import kernel_server
 
         fit_socket_dir()
-        ctx = mp.get_context("spawn")
+        ctx = multiprocessing.get_context("spawn")
         mine, theirs = ctx.Pipe()
         with _bare_main(), _environment_aside() as environ:
             self.proc = ctx.Process(target=kernel_server.serve, daemon=True,  # no name: the code it runs must not
@@ -122,6 +133,17 @@ class KernelProcess:
             self.proc.start()
         theirs.close()
         self.conn = mine
+        self.starting = True
+
+    def _start(self) -> None:
+        if self.proc is None:
+            self._spawn()
+        self._await_ready()
+
+    def _await_ready(self) -> None:
+        import torch.multiprocessing  # noqa: F401  (tensors cross the pipe through its reductions)
+
+        self.starting = False
         ready = self._receive("start-up", self.settings.startup_s, fatal=True)
         if ready.get("error"):
             self.kill()
@@ -137,6 +159,7 @@ class KernelProcess:
         if self.conn is not None:
             self.conn.close()
         self.proc = self.conn = None
+        self.starting = False
 
     def close(self) -> None:
         if self.proc is not None and self.proc.is_alive():
@@ -157,7 +180,7 @@ class KernelProcess:
     # --- requests --------------------------------------------------------------------
     def bind(self, op: str, name: str) -> dict:
         self.bound = (op, name)
-        if self.proc is None:
+        if self.proc is None or self.starting:
             self._ensure()
             return self.entry
         return self._bind_remote(op, name)
@@ -170,6 +193,8 @@ class KernelProcess:
         return self.entry
 
     def _ensure(self) -> None:
+        if self.starting:
+            self._start()
         if self.proc is not None:
             return
         if self.lost > self.settings.kernel_restarts:
@@ -210,6 +235,7 @@ class KernelProcess:
     def health(self) -> str | None:
         if self.proc is None:
             return None
+        self._ensure()
         answer = self._request(("health",), "the health check", self.settings.watchdog_base(self.backend))
         return answer.get("problem")
 
@@ -219,6 +245,7 @@ class KernelProcess:
         (a process that died in the case has given its memory back, and its loss is counted once)."""
         if self.proc is None or not self.proc.is_alive():
             return
+        self._ensure()
         self._request(("release",), "the memory release", self.settings.watchdog_base(self.backend))
 
     def _request(self, message: tuple, what: str, limit: float, *, fatal: bool = False) -> dict:

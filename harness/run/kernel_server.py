@@ -169,7 +169,9 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
         kind, payload = request[0], request[1:]
         if kind == "exit":
             _release(entry)
-            return
+            from harness.exits import end_now
+
+            end_now(0)  # the judge asked: it need not wait for torch's and Triton's teardown
         if kind == "bind":
             _release(entry)
             try:

@@ -125,7 +125,12 @@ class VerifySession:
         results = []
         if self._jobs:
             results = run_jobs(self._jobs, parallel=parallel, reuse=False, decide=self.decide if self.exitfirst else None,
-                               on_event=lambda e: (self.on_event(e), on_event(e)))
+                               on_event=lambda e: (self.on_event(e), on_event(e)),
+                               stop=(lambda: self.failed) if self.exitfirst else None)  # -x: the running jobs stop too
+        if self.exitfirst and self.failed:
+            from harness.execution import exitfirst
+
+            results = exitfirst.settle(results)  # a kernel left unfinished is not run, never a partial PASS
         return self.result(results)
 
     def result(self, results: list[JobResult]) -> Collected:
