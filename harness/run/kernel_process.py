@@ -33,7 +33,7 @@ from vocabulary import Check
 
 from harness.run.socket_dir import fit_socket_dir
 from harness.run.kernel_reply import KernelError, KernelLost, NotATensor, Refusal, Reply
-from harness.vocabulary import KernelEnd
+from vocabulary import KernelEnd
 from harness.settings import Settings
 
 _ALLOWED = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from harness.vocabulary import Check
+from vocabulary import Check
 
 
 @dataclasses.dataclass
