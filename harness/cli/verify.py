@@ -94,15 +94,19 @@ def run(args: argparse.Namespace) -> int:
 
 def _sizing(args: argparse.Namespace) -> None:
     """A --reference problem's sizes as the catalog child fitted them (harness.reference.sizing):
-    printed, and kept for verify.json's ``kernelbench``."""
+    printed, kept for verify.json's ``kernelbench``, and written into the generated plugin, so
+    that the judges and the kernel processes apply them instead of fitting again."""
     if not getattr(args, "reference", None):
         return
+    from harness import kernelbench
     from harness.registry import catalog
 
     found = catalog.KERNELBENCH.get(str(Path(args.reference).resolve()))
     if found is not None:
         args.kernelbench = found
         print(f"verify: {Path(args.reference).name}: {found['scaling_text']}", flush=True)
+        if getattr(args, "kernelbench_plugin", None) is not None:
+            kernelbench.write_plugin(args, kernelbench.fitted_sizes(found))
 
 
 def _run(args: argparse.Namespace, plan: dict | None) -> int:

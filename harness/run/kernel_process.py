@@ -106,9 +106,14 @@ class KernelProcess:
         self.lost = 0
         self.ended: KernelEnd | None = None
         self.incompetent: str | None = None
+        self.starting = False  # spawned, its ready message not yet read
 
     # --- life cycle --------------------------------------------------------------------
-    def _start(self) -> None:
+    def spawn(self) -> None:
+        """Start the kernel process without waiting for it (it imports torch and the plugins while
+        the judge declares the job's op); the first request waits for it to be ready."""
+        if self.proc is not None or self.lost > self.settings.kernel_restarts:
+            return
         import torch.multiprocessing as mp
 
         from harness.run import kernel_server
@@ -122,6 +127,11 @@ class KernelProcess:
             self.proc.start()
         theirs.close()
         self.conn = mine
+        self.starting = True
+
+    def _start(self) -> None:
+        self.spawn()
+        self.starting = False
         ready = self._receive("start-up", self.settings.startup_s, fatal=True)
         if ready.get("error"):
             self.kill()
@@ -137,6 +147,7 @@ class KernelProcess:
         if self.conn is not None:
             self.conn.close()
         self.proc = self.conn = None
+        self.starting = False
 
     def close(self) -> None:
         if self.proc is not None and self.proc.is_alive():
@@ -157,7 +168,7 @@ class KernelProcess:
     # --- requests --------------------------------------------------------------------
     def bind(self, op: str, name: str) -> dict:
         self.bound = (op, name)
-        if self.proc is None:
+        if self.proc is None or self.starting:
             self._ensure()
             return self.entry
         return self._bind_remote(op, name)
@@ -170,7 +181,7 @@ class KernelProcess:
         return self.entry
 
     def _ensure(self) -> None:
-        if self.proc is not None:
+        if self.proc is not None and not self.starting:
             return
         if self.lost > self.settings.kernel_restarts:
             raise KernelLost(Check.CRASH, f"the kernel process was lost {self.lost} times in this job: "
@@ -222,6 +233,8 @@ class KernelProcess:
         self._request(("release",), "the memory release", self.settings.watchdog_base(self.backend))
 
     def _request(self, message: tuple, what: str, limit: float, *, fatal: bool = False) -> dict:
+        if self.starting:  # spawned ahead (``spawn``): its ready message comes first
+            self._start()
         try:
             self.conn.send(message)
         except OSError as exc:
