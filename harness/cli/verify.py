@@ -137,7 +137,7 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     # changed kernel gets every slot
     running = max(1, sum(not p.reused for p in plans))
     parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, running, shardable=case is None)
-    shards = 1 if case else (args.shards or max(1, parallel // running))
+    shards = 1 if case else (args.shards or max(1, _free_slots(args, backend, parallel) // running))
     for e, p in zip(entries, plans):
         print(f"verify: {e.op}/{e.name}: {p.describe()}", flush=True)
     # longest first (the last run's costs): no worker idles at the end while one runs a long kernel
@@ -180,6 +180,21 @@ def _run(args: argparse.Namespace, plan: dict | None) -> int:
     shortcut.apply_strict(kernels, getattr(args, "strict", False))
     interrupted = any(r.status is JobStatus.INTERRUPTED for r in results)
     return _report(args, plan, backend, kernels, records, max_examples, interrupted, results, started)
+
+
+def _free_slots(args: argparse.Namespace, backend, parallel: int) -> int:
+    """The worker slots a --reference run shards its one kernel over on the CPU interpreter: those
+    the machine's load leaves idle, at least one. Each shard costs a judge and a kernel process, each
+    importing torch and declaring the problem (about 3 CPU-seconds, 2026-12-07), against cases that
+    mostly cost less: on a busy machine a second shard adds its start-up and takes no core of its
+    own. The case set is the same for any number of shards."""
+    if not getattr(args, "reference", None) or not backend.is_interpreter or isinstance(args.jobs, int):
+        return parallel
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return parallel
+    return max(1, min(parallel, int((os.cpu_count() or 1) - load + 0.5)))
 
 
 def _entries(args: argparse.Namespace) -> tuple[list, "Case | None"]:
