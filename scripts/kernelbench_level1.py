@@ -149,7 +149,9 @@ def table(rows: list[dict], args, started: str) -> str:
         + f", `--max-examples {args.max_examples}`, CPU interpreter, measured {started}.",
         "",
         "**" + ", ".join(f"{k} {v}" for k, v in counts.items()) + "**"
-        + (f"; time to verdict median {statistics.median(times):.0f} s, max {max(times):.0f} s" if times else ""),
+        + (f"; time to verdict median {statistics.median(times):.0f} s, max {max(times):.0f} s" if times else "")
+        + f"; {sum(r.get('outside') or 0 for r in rows)} cases outside the reference's domain (not run, never the "
+          f"candidate's failure) in {sum(bool(r.get('outside')) for r in rows)} problems",
         "",
         "| problem | outcome | time (s) | cases | outside domain | sizes | why |",
         "| --- | --- | ---: | ---: | ---: | --- | --- |",

@@ -40,7 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=DEFAULTS.job_timeout_s, metavar="SECONDS", help="per-kernel time limit")
     p.add_argument("--shards", type=common.at_least_one, default=None, metavar="K",
                    help="split each kernel's cases over K workers; the case set is the same for any K "
-                        "(default: spare worker slots shared among the kernels)")
+                        "(default: spare worker slots shared among the kernels; a --reference run on the CPU interpreter "
+                        "takes only the cores the machine's load leaves idle, at least one)")
     p.add_argument("--allow-unverified", action="store_true",
                    help="exit 0 even when a kernel is 'not verified' (no in-contract case, or an output never "
                         "compared with the oracle); by default that fails the run")

@@ -109,6 +109,7 @@ def run_job(job: dict, index: int, out: _Out, be, process) -> None:
     from harness.run.kernel_process import ProcessHost
     from harness.run.suite import run_suite
 
+    process.start_ahead()  # its start-up (torch, the plugins) alongside the op's declaration here
     spec = _op_spec(job)
     entry = entry_view(job["op"], job["kernel"], process.bind(job["op"], job["kernel"]), process)
 

@@ -144,6 +144,18 @@ def _apply(module, sizes: dict[str, Any]) -> None:
         setattr(module, k, v)
 
 
+def apply_fitted(module, sizes: dict[str, Any]) -> Scaling:
+    """The sizes ``fit`` chose (in another process, for the same file) applied to ``module`` as
+    they are: nothing measured, nothing probed. The Scaling returned holds the sizes only."""
+    original = dict(getattr(module, "_harness_original_sizes", None) or _ints(module))
+    module._harness_original_sizes = original
+    unknown = sorted(set(sizes) - set(original))
+    if unknown:
+        raise ValueError(f"no module-level size {', '.join(unknown)} to set")
+    _apply(module, {**original, **sizes})
+    return Scaling(sizes={k: (original[k], v) for k, v in sizes.items() if v != original[k]}, budget="fitted elsewhere")
+
+
 def fit(module, model_cls: Callable, *, backend: str, accepts: Callable[[], bool] | None = None) -> Scaling:
     """Scale ``module``'s sizes in place to fit ``backend`` (module docstring); ``accepts()`` runs
     the reference on the scaled inputs (the floor doubles until it does). Returns what changed."""

@@ -112,8 +112,9 @@ class KernelProcess:
     # --- life cycle --------------------------------------------------------------------
     def start_ahead(self) -> None:
         """Start the process now, before this one imports torch: its own start-up (torch, Triton,
-        the plugins) runs beside the judge's; the first request waits for it to be ready."""
-        if self.proc is None:
+        the plugins) runs beside the judge's; the first request waits for it to be ready. Not once
+        the job has lost it too often (the next request says so)."""
+        if self.proc is None and self.lost <= self.settings.kernel_restarts:
             self._spawn()
 
     def _spawn(self) -> None:

@@ -171,7 +171,7 @@ def open_session(args: argparse.Namespace, backend, baseline: dict | None) -> tu
     # changed kernel gets every slot
     running = max(1, sum(not p.reused for p in plans))
     parallel = args.jobs if isinstance(args.jobs, int) else common.default_jobs(backend, running, shardable=case is None)
-    shards = 1 if case else (args.shards or max(1, parallel // running))
+    shards = 1 if case else (args.shards or max(1, free_slots(args, backend, parallel) // running))
     for e, p in zip(entries, plans):
         print(f"verify: {e.op}/{e.name}: {p.describe()}", flush=True)
     # longest first (the last run's costs): no worker idles at the end while one runs a long kernel
@@ -198,15 +198,34 @@ def open_session(args: argparse.Namespace, backend, baseline: dict | None) -> tu
 
 def sizing(args: argparse.Namespace) -> None:
     """A --reference problem's sizes as the catalog child fitted them (harness.reference.sizing):
-    printed, and kept for verify.json's ``kernelbench``."""
+    printed, kept for verify.json's ``kernelbench``, and written into the generated plugin, so
+    that the judges and the kernel processes apply them instead of fitting again."""
     if not getattr(args, "reference", None):
         return
+    from harness import kernelbench
     from harness.registry import catalog
 
     found = catalog.KERNELBENCH.get(str(Path(args.reference).resolve()))
     if found is not None:
         args.kernelbench = found
         print(f"verify: {Path(args.reference).name}: {found['scaling_text']}", flush=True)
+        if getattr(args, "kernelbench_plugin", None) is not None:
+            kernelbench.write_plugin(args, kernelbench.fitted_sizes(found))
+
+
+def free_slots(args: argparse.Namespace, backend, parallel: int) -> int:
+    """The worker slots a --reference run shards its one kernel over on the CPU interpreter: those
+    the machine's load leaves idle, at least one. Each shard costs a judge and a kernel process, each
+    importing torch and declaring the problem (about 3 CPU-seconds, 2026-12-07), against cases that
+    mostly cost less: on a busy machine a second shard adds its start-up and takes no core of its
+    own. The case set is the same for any number of shards."""
+    if not getattr(args, "reference", None) or not backend.is_interpreter or isinstance(args.jobs, int):
+        return parallel
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return parallel
+    return max(1, min(parallel, int((os.cpu_count() or 1) - load + 0.5)))
 
 
 def kernel_run(parts: list, shards: int) -> dict:
