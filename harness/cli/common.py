@@ -87,10 +87,10 @@ def plugin_only(args: argparse.Namespace) -> bool:
     return bool(args.plugin) and args.select == "*" and not args.with_project
 
 
-def no_plugin_entries(args: argparse.Namespace, what: str, verb: str) -> UsageError:
+def no_plugin_entries(args: argparse.Namespace, what: str, verb: str, hint: str = "") -> UsageError:
     """The usage error of a ``plugin_only`` selection that found nothing."""
     return UsageError(f"--plugin {' '.join(args.plugin)} registers no {what}{' of op ' + args.op if args.op else ''}; "
-                      f"add --with-project to {verb} the project's {what}s, or --select GLOB to choose {what}s")
+                      f"add --with-project to {verb} the project's {what}s, or --select GLOB to choose {what}s{hint}")
 
 
 def settle_report_dir(args: argparse.Namespace) -> None:

@@ -91,7 +91,9 @@ def selected(args: argparse.Namespace, backend) -> tuple[list, list]:
         # --plugin alone: the mutants the plugin files register, not the project's too (--select or --with-project)
         entries = [e for e in entries if e.plugin is not None]
         if not entries:
-            raise common.no_plugin_entries(args, "mutant", "mutate")
+            raise common.no_plugin_entries(args, "mutant", "mutate", " (a plugin's mutants are its register_mutant "
+                                           "entries; to mutate the @triton.jit functions of a module its kernels call: "
+                                           "--mutate-module MODULE)")
     if not entries:
         known = len(campaign.select(args.op, "*"))
         example = "gen.MODULE.FUNCTION.*" if args.mutate_module else "'cat.*' or 'gen.rmsnorm_forward.*'"
