@@ -187,3 +187,46 @@ def test_the_estimate_is_the_mutant_count_times_the_cost_of_a_case(tmp_path):
     other = estimate([SimpleNamespace(op="newop")], [], parallel=1, report_dir=tmp_path, backend="interpreter",
                      cases_of=lambda op: 50)
     assert other["unknown"] == ["newop"] and "no cost figure for newop" in describe(other)
+
+
+ONE_MUTANT = "tests/fixtures/one_mutant_plugin.py"
+SELECTED = """
+import json, sys
+from harness.cli import build_parser, common
+from harness.mutation import campaign, setup
+args = build_parser().parse_args(["mutate", "--backend", "interpreter", *sys.argv[1:]])
+backend = common.prepare(args)
+campaign.load_mutants()
+entries, unobservable = setup.selected(args, backend)
+print(json.dumps(sorted({e.origin.value for e in entries + unobservable})), len(entries + unobservable))
+"""
+
+
+def selected(*args):
+    proc = subprocess.run([sys.executable, "-c", SELECTED, *args], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    origins, count = proc.stdout.strip().splitlines()[-1].rsplit(" ", 1)
+    return json.loads(origins), int(count)
+
+
+def test_plugin_alone_mutates_the_plugins_mutants_only(tmp_path):
+    # bug class: `mutate --plugin FILE` that also runs the project's ~1,800 mutants (a 15-minute wait
+    # for a user who meant their own kernel's)
+    proc = mutate("--plugin", ONE_MUTANT, "--case", SMALL, "--jobs", "1", "--report-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((tmp_path / "mutation.json").read_text())
+    assert [(m["name"], m["origin"], m["status"]) for m in report["mutants"]] == [
+        ("plugin.one_percent_large", "plugin", "killed")]
+    assert any(line.startswith("mutate: 1 mutant(s) over 1 worker(s)") for line in proc.stdout.splitlines()), proc.stdout
+    # --with-project brings the project's mutants back; --plugin alone keeps to the plugin's
+    assert selected("--plugin", ONE_MUTANT, "--op", "rmsnorm") == (["plugin"], 1)
+    origins, count = selected("--plugin", ONE_MUTANT, "--op", "rmsnorm", "--with-project")
+    assert set(origins) == {"plugin", "catalog", "generated"} and count > 10
+    assert selected("--op", "rmsnorm")[1] == count - 1  # without --plugin: the project's, as before
+
+
+def test_plugin_alone_that_registers_no_mutant_is_bad_usage(tmp_path):
+    proc = mutate("--plugin", "examples/plugins/quickstart_rmsnorm.py", "--report-dir", str(tmp_path), timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "registers no mutant; add --with-project to mutate the project's mutants" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "mutation.json").exists()

@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from harness.errors import UsageError
 from harness.run import backend as backends
 from vocabulary import Backend as BackendName
 
@@ -71,6 +72,25 @@ def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=jobs_arg, default=None, metavar="N|auto",
                    help="worker processes (default: the cores; for mutate on CUDA one per visible GPU); "
                         "auto: as many as the machine sustains (on CUDA half the cores, at least 2 per GPU)")
+
+
+def add_with_project(p: argparse.ArgumentParser, *, verb: str, what: str) -> None:
+    """--with-project: with --plugin, the project's kernels (or mutants) too; see ``plugin_only``."""
+    p.add_argument("--with-project", action="store_true",
+                   help=f"with --plugin: {verb} the project's {what} too (by default, --plugin without --select runs "
+                        f"the plugin files' {what} only)")
+
+
+def plugin_only(args: argparse.Namespace) -> bool:
+    """--plugin alone (no --select, no --with-project): the command runs what the plugin files
+    register, not the project's kernels or mutants too."""
+    return bool(args.plugin) and args.select == "*" and not args.with_project
+
+
+def no_plugin_entries(args: argparse.Namespace, what: str, verb: str, hint: str = "") -> UsageError:
+    """The usage error of a ``plugin_only`` selection that found nothing."""
+    return UsageError(f"--plugin {' '.join(args.plugin)} registers no {what}{' of op ' + args.op if args.op else ''}; "
+                      f"add --with-project to {verb} the project's {what}s, or --select GLOB to choose {what}s{hint}")
 
 
 def settle_report_dir(args: argparse.Namespace) -> None:

@@ -1,7 +1,8 @@
 """``python -m harness mutate``: the mutation campaign and its score gate.
 
 Runs every selected mutant (hand-written catalog, generated from the kernels' source,
-plugin ``register_mutant`` entries) against the same properties as ``verify``. With
+plugin ``register_mutant`` entries) against the same properties as ``verify``; ``--plugin`` alone
+selects the mutants the plugin files register (``--with-project`` or ``--select``: the project's too). With
 ``--mutate-module MODULE``, the mutants are those of a library's ``@triton.jit`` functions,
 run through the ``--plugin`` kernels that call into it (harness.mutation.library), and
 ``--tests COMMAND`` scores the library's own tests against the same mutants
@@ -57,6 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-score", type=fraction, default=1.0, metavar="FRACTION",
                    help="exit 1 if the mutation score is below this (default: 1.0)")
     p.add_argument("--case", metavar="CASE_ID", help="run only this case (the repro of a kill)")
+    common.add_with_project(p, verb="mutate", what="mutants")
     p.add_argument("--kill-cache", default=None, metavar="PATH|none",
                    help="where the cases that killed each mutant are kept between campaigns, to try them first "
                         "(only the floor's order changes; default: REPORT_DIR/kill_cache.json; none: off)")

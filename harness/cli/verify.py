@@ -31,9 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop at the first failed case (not shrunk): the other running kernels stop and no "
                         "further kernel starts; the report holds the failed kernel, the others are listed as not "
                         "run (exit 1)")
-    p.add_argument("--with-project", action="store_true",
-                   help="with --plugin: verify the project's kernels too (by default --plugin without --select verifies "
-                        "the plugin files' kernels only)")
+    common.add_with_project(p, verb="verify", what="kernels")
     p.add_argument("--failed-first", action="store_true",
                    help="run the last run's failing cases first (REPORT_DIR/verify.json): its failed kernels start "
                         "first, each with its failed floor cases; the same cases run, in another order")

@@ -13,7 +13,7 @@ from harness.cases import shard
 from harness.cli import common
 from harness.errors import UsageError
 
-__all__ = ["CampaignSetup", "DEFAULT_MAX_EXAMPLES", "campaign_header", "reused_by", "set_up"]
+__all__ = ["CampaignSetup", "DEFAULT_MAX_EXAMPLES", "campaign_header", "reused_by", "selected", "set_up"]
 
 DEFAULT_MAX_EXAMPLES = {"interpreter": 5, "cuda": 50}
 
@@ -80,13 +80,20 @@ def _load_mutants(args: argparse.Namespace) -> tuple[tuple[str, ...], list]:
     return (), targets
 
 
-def _selected(args: argparse.Namespace, backend) -> tuple[list, list]:
+def selected(args: argparse.Namespace, backend) -> tuple[list, list]:
     """The selected mutants observable on this backend, and those that are not."""
     from harness.mutation import campaign, library
 
     entries = campaign.select(args.op, args.select)
     if args.mutate_module:
         entries = library.mutants_of(entries)
+    elif common.plugin_only(args):
+        # --plugin alone: the mutants the plugin files register, not the project's too (--select or --with-project)
+        entries = [e for e in entries if e.plugin is not None]
+        if not entries:
+            raise common.no_plugin_entries(args, "mutant", "mutate", " (a plugin's mutants are its register_mutant "
+                                           "entries; to mutate the @triton.jit functions of a module its kernels call: "
+                                           "--mutate-module MODULE)")
     if not entries:
         known = len(campaign.select(args.op, "*"))
         example = "gen.MODULE.FUNCTION.*" if args.mutate_module else "'cat.*' or 'gen.rmsnorm_forward.*'"
@@ -129,7 +136,7 @@ def set_up(args: argparse.Namespace, backend) -> CampaignSetup:
 
     _check_library_options(args)
     modules, targets = _load_mutants(args)
-    entries, unobservable = _selected(args, backend)
+    entries, unobservable = selected(args, backend)
     equivalent = _equivalent(args)
     reach = {e.name: m for e in entries if (m := campaign.out_of_reach(e, equivalent, backend.name))}
     if reach:  # real bugs no case can reach here: listed apart, as the backend-only ones

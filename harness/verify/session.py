@@ -34,12 +34,11 @@ def select(args: argparse.Namespace) -> tuple[list, "Case | None"]:
     from harness.registry.registry import REGISTRY, Origin
 
     entries = [e for e in REGISTRY.select(op=args.op, kind="kernel", pattern=args.select) if e.origin is not Origin.BASELINE]
-    if args.plugin and args.select == "*" and not args.with_project:
+    if common.plugin_only(args):
         # --plugin alone: the plugin's kernels, not the project's too (--select or --with-project ask for them)
         entries = [e for e in entries if e.origin is Origin.PLUGIN]
         if not entries:
-            raise UsageError(f"--plugin {' '.join(args.plugin)} registers no kernel{' of op ' + args.op if args.op else ''}; "
-                             "add --with-project to verify the project's kernels, or --select GLOB to choose kernels")
+            raise common.no_plugin_entries(args, "kernel", "verify")
     if not entries:
         known = ", ".join(e.name for e in REGISTRY.select(op=args.op, kind="kernel")) or "none"
         raise UsageError(f"--select {args.select!r} matches no kernel{' of op ' + args.op if args.op else ''}; registered: {known}")
