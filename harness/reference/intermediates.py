@@ -21,6 +21,10 @@ Steps are found by a dispatch mode (torch.utils._python_dispatch), which sees ea
 operator the reference runs; an operator with a decomposition is decomposed first, so the
 rounding lands on the parts a kernel computes. Beyond MAX_STEPS steps (a deep model), steps
 are moved in groups (step k in group k mod MAX_STEPS), a random-sign sample within each group.
+
+A gradient's terms (``gradient_terms``) are read the same way from the forward and autograd's
+backward run under the mode together: the steps of both are moved one at a time, and the gradients
+pulled back by the case's upstream gradient are compared.
 """
 
 from __future__ import annotations
