@@ -701,7 +701,8 @@ def _grad_terms(trial: _Trial, magnitude: Callable, args, upstream: tuple[torch.
             g = torch.where(torch.isfinite(g), g, torch.zeros_like(g))
             out[j] = g if out[j] is None else torch.fmax(out[j], g)
     # the terms the forward's and the backward's intermediate steps cancel (harness.reference.intermediates)
-    steps = intermediates.gradient_terms(trial.call, args, grad_wrt, tuple(upstream), rounding.unit_roundoff(torch.float32))
+    u = rounding.unit_roundoff(torch.float32)
+    steps = intermediates.gradient_terms(trial.call, args, grad_wrt, tuple(upstream), u)
     for j, s in enumerate(steps or ()):
         if s is not None and out[j] is not None and s.shape == out[j].shape:
             out[j] = torch.fmax(out[j], s.to(out[j].device, out[j].dtype))
