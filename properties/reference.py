@@ -671,7 +671,9 @@ def _grad_terms(trial: _Trial, magnitude: Callable, args, upstream: tuple[torch.
     gradient of ``magnitude`` on the inputs' absolute values for |upstream|, as for the
     forward's terms. A derivative evaluated where it is tiny cancels terms of the size it has
     where the inputs are positive (gelu's 1 + tanh(u) near u = -4: each term about 1, their sum
-    1e-3), and fp32 rounds those terms, not the tiny result."""
+    1e-3), and fp32 rounds those terms, not the tiny result. At least the terms the forward's and
+    the backward's intermediate steps cancel (harness.reference.intermediates.gradient_terms: a
+    sum over classes of dlogit_k W_k where two classes' weights are near or exactly equal)."""
     if not grad_wrt:
         return ()
     out = [None] * len(grad_wrt)
@@ -698,6 +700,12 @@ def _grad_terms(trial: _Trial, magnitude: Callable, args, upstream: tuple[torch.
             g = g.detach().abs()
             g = torch.where(torch.isfinite(g), g, torch.zeros_like(g))
             out[j] = g if out[j] is None else torch.fmax(out[j], g)
+    # the terms the forward's and the backward's intermediate steps cancel (harness.reference.intermediates)
+    u = rounding.unit_roundoff(torch.float32)
+    steps = intermediates.gradient_terms(trial.call, args, grad_wrt, tuple(upstream), u)
+    for j, s in enumerate(steps or ()):
+        if s is not None and out[j] is not None and s.shape == out[j].shape:
+            out[j] = torch.fmax(out[j], s.to(out[j].device, out[j].dtype))
     return tuple(out)
 
 

@@ -14,9 +14,9 @@ cross-entropy does, to never hold the logits) must scale each row's by that row'
 gradient. ``flce_first_upstream`` scales them all by ``grad_output[0]``, the value a kernel that
 reads the upstream gradient as a scalar takes: right for 'mean' and 'sum' (one upstream value),
 wrong for 'none' on every row whose upstream value differs from the first; ``flce_torch`` scales
-per row. On the whole floor ``flce_torch`` still meets false alarms of the derived error model on
-a few elements (docs/declaring-ops.md, "Inputs as models have them"): the gradient terms of a sum
-over classes are undercounted where it cancels.
+per row. Where a gradient's sum over classes cancels (two classes' weights near or exactly
+equal), the derived error model bounds it by the terms that the reference's forward and backward
+steps round (harness.reference.intermediates.gradient_terms; docs/declaring-ops.md).
 """
 
 import torch

@@ -21,6 +21,10 @@ Steps are found by a dispatch mode (torch.utils._python_dispatch), which sees ea
 operator the reference runs; an operator with a decomposition is decomposed first, so the
 rounding lands on the parts a kernel computes. Beyond MAX_STEPS steps (a deep model), steps
 are moved in groups (step k in group k mod MAX_STEPS), a random-sign sample within each group.
+
+A gradient's terms (``gradient_terms``) are read the same way from the forward and autograd's
+backward run under the mode together: the steps of both are moved one at a time, and the gradients
+pulled back by the case's upstream gradient are compared.
 """
 
 from __future__ import annotations
@@ -140,3 +144,58 @@ def terms(fn: Callable, args: Sequence, u: float, base: torch.Tensor | None = No
     except Exception:  # noqa: BLE001 - an estimate only: the caller's terms stand
         return None
     return total / u
+
+
+def gradient_terms(fn: Callable, args: Sequence, grad_wrt: Sequence[int], upstream: Sequence[torch.Tensor],
+                   u: float) -> tuple[torch.Tensor | None, ...] | None:
+    """Per input in ``grad_wrt``, per element of its gradient (``fn``'s outputs, in float64,
+    pulled back by ``upstream``), the size of the terms whose rounding reaches it, in units of
+    ``u``: as ``terms``, with the steps of the forward and of the backward (autograd's own, a
+    softmax's and a matmul's) moved one at a time. A gradient that is a sum over classes of
+    terms that cancel (dx = sum_k dlogit_k W_k, where two classes' weights are near or exactly
+    equal) is computed in fp32 with the roundings of those terms, not of the result. None where
+    ``fn`` cannot be run so (the caller's terms stand)."""
+
+    def grads(mode: _Rounding | None) -> tuple[torch.Tensor | None, ...] | None:
+        leaves = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        for p in grad_wrt:
+            leaves[p] = leaves[p].clone().requires_grad_(True)
+        with torch.enable_grad():
+            if mode is None:
+                res, up = _pair(fn(*leaves), upstream)
+                got = torch.autograd.grad(res, [leaves[p] for p in grad_wrt], grad_outputs=up, allow_unused=True)
+            else:
+                with mode:
+                    res, up = _pair(fn(*leaves), upstream)
+                    got = torch.autograd.grad(res, [leaves[p] for p in grad_wrt], grad_outputs=up, allow_unused=True)
+        return tuple(g.detach() if g is not None else None for g in got)
+
+    try:
+        counter = _Rounding(u, None, None)
+        plain = grads(counter)
+        if counter.steps < 2:
+            return None
+        gen = torch.Generator().manual_seed(SEED)
+        total = [torch.zeros_like(g, dtype=torch.float64) if g is not None else None for g in plain]
+        for step in range(min(counter.steps, MAX_STEPS)):
+            worst = [torch.zeros_like(t) if t is not None else None for t in total]
+            for _ in range(COPIES):
+                moved = grads(_Rounding(u, step, gen))
+                for j, (g, b) in enumerate(zip(moved, plain)):
+                    if g is None or b is None or g.shape != b.shape:
+                        continue
+                    d = (g.to(torch.float64) - b.to(torch.float64)).abs()
+                    worst[j] = torch.maximum(worst[j], torch.where(torch.isfinite(d), d, torch.zeros_like(d)))
+            total = [t + w if t is not None else None for t, w in zip(total, worst)]
+    except Exception:  # noqa: BLE001 - an estimate only: the caller's terms stand
+        return None
+    return tuple(t / u if t is not None else None for t in total)
+
+
+def _pair(out, upstream: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The outputs that carry a gradient and their upstream gradients."""
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if len(outs) != len(upstream) or any(o.shape != g.shape for o, g in zip(outs, upstream)):
+        raise ValueError("the outputs and the upstream gradients differ")
+    used = [(o, g) for o, g in zip(outs, upstream) if isinstance(o, torch.Tensor) and o.requires_grad]
+    return [o for o, _ in used], [g for _, g in used]
