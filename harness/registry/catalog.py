@@ -31,7 +31,6 @@ from harness.settings import PROJECT_ROOT
 # the errors the child may report, re-raised in the parent as the same class (one line, exit 2)
 _ERRORS = {cls.__name__: cls for cls in (UsageError, PluginError, RegistryError)}
 _CACHE: dict[str, dict] = {}
-_KEYS: dict[str, str] = {}  # a request's saved-reply key ("": none), computed once per process
 _REPLIES = PROJECT_ROOT / "build" / "catalog"
 _STARTED: dict[str, subprocess.Popen] = {}  # children started ahead (start), by request, not yet answered
 _NOT_READ = ("tests", "build", "third_party", "node_modules")  # folders the child never imports from
@@ -97,10 +96,8 @@ def load(plugins: list[str], *, op: str | None = None, select: str = "*", case: 
 
 
 def _saved_path(request: dict) -> Path | None:
-    text = json.dumps(request, sort_keys=True)
-    if text not in _KEYS:
-        _KEYS[text] = _reply_key(request) or ""
-    return _REPLIES / f"catalog-{_KEYS[text]}.json" if _KEYS[text] else None
+    key = _reply_key(request)  # read anew each time: a source may change between two requests
+    return _REPLIES / f"catalog-{key}.json" if key else None
 
 
 def _saved(request: dict) -> dict | None:
