@@ -22,6 +22,8 @@ for s in ${STEPS:-wild norms kernelbench mutate:add_rmsnorm}; do case $s in
     first) step first ${LFIRST:-120} $V --plugin examples/plugins/tutorial_rmsnorm.py --select tutorial_rmsnorm --report-dir $R/first ;;
     case:*) step case ${LCASE:-120} $V --plugin examples/plugins/as_written.py --select "${CASE_KERNEL:-wild_*}" --case "${s#*:}" --report-dir $R/case ;;
     gate) step gate ${LGATE:-560} make verify BACKEND=cuda REPORT=$R/gate ;;
+    gatepy) step gate ${LGATE:-560} python3 -m harness gate --backend cuda --report-dir $R/gate ;;  # SIGTERM reaches the harness: partial reports kept
+    kb1) step kb1 ${LKB:-300} python3 scripts/kernelbench_level1.py --dir third_party/KernelBench/level1 --jobs ${KBJOBS:-8} --timeout ${KBT:-120} --max-examples 3 --out $R/kb1.md --json $R/kb1.json ;;
     norms) step norms ${LNORMS:-200} $V --op rmsnorm --op add_rmsnorm --report-dir $R/norms ;;
     kernelbench) for p in softmax_torch softmax_naive; do step kb_$p 60 $V --reference $KB/softmax_problem.py --candidate $KB/$p.py --report-dir $R/kb_$p; done
                  for p in rowmean_triton rowmean_triton_tail; do step kb_$p 60 $V --reference $KB/rowmean_problem.py --candidate $KB/$p.py --report-dir $R/kb_$p; done ;;
