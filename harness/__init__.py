@@ -22,7 +22,7 @@ _API = {
     "Tensor": "harness.registry.declare",
     "Index": "harness.registry.declare",
     "Scalar": "harness.registry.declare",
-    "from_reference": "properties.reference",
+    "from_reference": "harness.ops.reference",
 }
 
 __all__ = sorted(_API)

@@ -2,7 +2,7 @@
 
 A problem file defines ``Model(nn.Module)``, ``get_inputs()`` and ``get_init_inputs()``; a
 candidate file defines ``ModelNew``, built with the same constructor arguments. ``declare``
-makes the op with properties.reference.from_reference: the reference is Model's forward in
+makes the op with harness.ops.reference.from_reference: the reference is Model's forward in
 float64, on weights made once from ``get_init_inputs()`` under a fixed seed and rounded to
 values that fp32, fp16 and bf16 all hold exactly (so the kernel in any dtype holds the very
 weights the reference uses), the inputs' dims found by trying the reference (``vary="auto"``:
@@ -11,7 +11,7 @@ only. The kernel is ModelNew with Model's weights copied in, cast to each case's
 ``Contract(forward_only=True)``: its verdict is "PASS (forward only)" (verify.json ``forward_only: true``).
 ModelNew is called under torch.no_grad, as KernelBench calls it, except by the runner's ``grad_modes``
 check (a forward with autograd enabled, one under torch.inference_mode); the cases include one per
-varying dim at 4x the example's size (properties.beyond). The process that calls the candidate runs
+varying dim at 4x the example's size (harness.ops.beyond). The process that calls the candidate runs
 it once first to find a shortcut (harness.shortcut: it calls the reference Model or the problem's own
 torch op), which verify.json records as the kernel's ``shortcut`` and ``verify --strict`` fails.
 
@@ -192,7 +192,7 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
 
     from harness.reference import adapt
     from harness.registry.registry import REGISTRY, register_kernel
-    from properties.reference import absolute, from_reference
+    from harness.ops.reference import absolute, from_reference
 
     key = (str(Path(problem).resolve()), str(Path(candidate).resolve()) if candidate else None)
     if key in _DECLARED:
@@ -240,7 +240,7 @@ def _example_dtypes(inputs: list) -> tuple:
     overflows and cancels as the candidate does, and such a case tells nothing of the candidate)."""
     import torch
 
-    from properties import strategies
+    from harness.ops import strategies
 
     found = tuple(dict.fromkeys(a.dtype for a in inputs if isinstance(a, torch.Tensor) and a.is_floating_point()))
     return tuple(d for d in found if d in strategies.DTYPES) or (torch.float32,)
@@ -302,7 +302,7 @@ class _OnDevice:
 
     def __init__(self, module) -> None:
         self.module, self.copies = module, {}
-        self.forward = module.forward  # for the input names (properties.reference)
+        self.forward = module.forward  # for the input names (harness.ops.reference)
 
     def __call__(self, *args):
         import torch
@@ -313,7 +313,7 @@ class _OnDevice:
         return self.copies[device](*args)
 
     def cast(self, dtype) -> "_OnDevice":
-        """The module with its float parameters and buffers in ``dtype`` (properties.reference.in_dtype)."""
+        """The module with its float parameters and buffers in ``dtype`` (harness.ops.reference.in_dtype)."""
         return _OnDevice(copy.deepcopy(self.module).to(dtype))
 
 

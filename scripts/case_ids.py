@@ -43,8 +43,8 @@ def digest(spec, case) -> str:
     for v in values:
         if isinstance(v, torch.Tensor):
             h.update(str((tuple(v.shape), v.dtype, v.stride())).encode())
-            h.update(v.detach().to("cpu").contiguous().view(-1).view(torch.uint8).numpy().tobytes()
-                     if v.numel() else b"")
+            t = v.detach().to("cpu").contiguous()
+            h.update((t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes())
         else:
             h.update(repr(v).encode())
     h.update(repr([(c, str(spec.tolerance(c, case, inputs.dtype))) for c in spec.value_checks()]).encode())

@@ -19,7 +19,7 @@ from harness.errors import RegistryError
 from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.registry import REGISTRY, Contract, KernelEntry
 from harness.run.runner import run_case
-from properties.derive import DeclaredOp
+from harness.ops.derive import DeclaredOp
 
 OP = "add_rmsnorm"
 SPEC = REGISTRY.op(OP)

@@ -1,4 +1,4 @@
-"""properties.beyond: an op declared from a reference gets a case per varying dim at four times the
+"""harness.ops.beyond: an op declared from a reference gets a case per varying dim at four times the
 example's size (the other dims small), past the floor's budget; on a GPU past 4096 rows and 65536
 columns.
 
@@ -13,7 +13,7 @@ import harness
 from harness.cases.case import Case
 from harness.registry.registry import Contract, KernelEntry
 from harness.run.runner import run_case
-from properties import beyond
+from harness.ops import beyond
 
 EXAMPLE = (torch.randn(1024, 32),)
 

@@ -14,8 +14,8 @@ import torch
 
 from harness.cases.case import Case, content_seed
 from harness.registry.registry import REGISTRY, load_builtin_ops
-from properties import strategies
-from properties.derive import DeclaredOp
+from harness.ops import strategies
+from harness.ops.derive import DeclaredOp
 
 load_builtin_ops()
 

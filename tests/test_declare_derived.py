@@ -1,4 +1,4 @@
-"""OpDecl's derived dims and named scalar modes (harness.registry.declare, properties.derive):
+"""OpDecl's derived dims and named scalar modes (harness.registry.declare, harness.ops.derive):
 a dim computed from the others is never drawn and always consistent, in the floor, the strategy
 and a ``--case`` id; a Scalar may be a mode's name. Bug class: a floor that draws a dim the op
 ties to another (an odd head dim for a rotation of pairs, a table shorter than its rows)."""
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from harness import OpDecl, Scalar, Tensor
 from harness.cases.case import Case
 from harness.errors import RegistryError, UsageError
-from properties import derive
+from harness.ops import derive
 
 
 def _pairs_op():

@@ -10,7 +10,7 @@ from harness.errors import RegistryError
 from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.registry import Contract, KernelEntry
 from harness.run.runner import run_case
-from properties.derive import DeclaredOp
+from harness.ops.derive import DeclaredOp
 
 SEEN = []
 

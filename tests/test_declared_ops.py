@@ -1,4 +1,4 @@
-"""Declared ops (harness.registry.declare, properties.derive): torch itself passes every case,
+"""Declared ops (harness.registry.declare, harness.ops.derive): torch itself passes every case,
 obvious bugs fail, an op declared in a plugin runs end to end, the references are right."""
 
 import json
@@ -18,7 +18,7 @@ from harness.errors import RegistryError
 from harness.registry.registry import REGISTRY, load_builtin_ops, register_op
 from harness.run.runner import run_case
 from harness.run.suite import run_suite
-from properties import derive, layouts
+from harness.ops import derive, layouts
 
 ROOT = Path(__file__).resolve().parent.parent
 DECLARED = ("layer_norm", "softmax", "swiglu", "cross_entropy")
@@ -208,7 +208,7 @@ def test_floor_cases_cover_sizes_layouts_kinds_and_stay_within_budget(op):
     row = next(iter(s.inner))
     sizes = {int(c[row]) for c in floor}
     assert {1, 17, 257, 4097, 8191} <= sizes  # beyond 4096 in the interpreter
-    # the leading-dim cases (properties.leading) add layouts of their own; the apart ones (properties.apart) come beside the picks
+    # the leading-dim cases (harness.ops.leading) add layouts of their own; the apart ones (harness.ops.apart) come beside the picks
     assert {c["layout"] for c in floor if not c.get("lead")} == set(s.layouts) | set(s.apart_layouts)
     assert set(s.layouts) >= set(layouts.LAYOUTS)
     # two or more tensors (the upstream gradient counted): one floor case at least places them in different layouts
@@ -293,7 +293,7 @@ def test_register_op_takes_a_declaration_or_a_class_and_rejects_a_second_declara
     class Bare(OpSpec):  # no declaration: no error model but the dtype table, refused
         name = "bare"
 
-    with pytest.raises(RegistryError, match="OpDecl, or a subclass of properties.derive.DeclaredOp"):
+    with pytest.raises(RegistryError, match="OpDecl, or a subclass of harness.ops.derive.DeclaredOp"):
         register_op(Bare)
     with pytest.raises(RegistryError, match="got int"):
         register_op(3)
@@ -394,7 +394,7 @@ def test_the_max_shifted_rounding_moves_the_difference_from_the_row_max():
 
 
 def test_neg_inf_rows_keep_a_finite_value_and_labels_avoid_masked_classes():
-    from properties import row_kinds
+    from harness.ops import row_kinds
 
     for n in (1, 2, 17, 257):
         x = row_kinds.draw("neg_inf", (9, n), torch.float32, torch.Generator().manual_seed(n))

@@ -120,7 +120,7 @@ def softmax_masked_torch_rows(x, mask, scale):
 
 @pytest.mark.parametrize("op", ["layer_norm_weight", "layer_norm_plain", "softmax_masked"])
 def test_the_row_wise_variants_take_leading_dims_like_their_base_ops(op):
-    from properties import leading
+    from harness.ops import leading
 
     spec = REGISTRY.op(op)
     assert spec.leading == "M"

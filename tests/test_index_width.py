@@ -1,4 +1,4 @@
-"""The index-width cases (properties.layouts): on CUDA each tensor input (an int64 target too),
+"""The index-width cases (harness.ops.layouts): on CUDA each tensor input (an int64 target too),
 the upstream gradient included, is stretched in turn by one huge row or column stride, so that an element offset a
 kernel computes in int32 passes 2**31 and overflows (Liger-Kernel #251, #803). Checked here on
 the CPU with the threshold shrunk to 2**10 (the real storages span 2**31 elements: GBs).
@@ -19,7 +19,7 @@ from harness.cases.case import Case
 from harness.errors import UsageError
 from harness.mutation import campaign
 from harness.registry.registry import REGISTRY, load_builtin_ops, load_project_kernels
-from properties import checks, layouts
+from harness.ops import checks, layouts
 
 SMALL = 2**10
 OPS = ("rmsnorm", "layer_norm", "softmax", "swiglu", "cross_entropy", "fused_linear_cross_entropy")

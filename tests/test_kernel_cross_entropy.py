@@ -11,7 +11,7 @@ import torch
 from kernel_checks import assert_close, assert_rejected, spread_cases
 from kernels import cross_entropy as k
 from oracles.cross_entropy import cross_entropy_backward, cross_entropy_magnitudes, cross_entropy_reference
-from properties.layouts import place
+from harness.ops.layouts import place
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 LAYOUTS = ("contiguous", "transposed", "col_sliced", "offset")

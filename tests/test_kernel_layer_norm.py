@@ -13,7 +13,7 @@ from oracles.layer_norm import (
     layer_norm_forward_magnitudes,
     layer_norm_reference,
 )
-from properties.layouts import place
+from harness.ops.layouts import place
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 LAYOUTS = ("contiguous", "transposed", "col_sliced", "offset")

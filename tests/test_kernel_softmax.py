@@ -8,7 +8,7 @@ import torch
 from kernel_checks import assert_close, assert_rejected, spread_cases
 from kernels import softmax as k
 from oracles.softmax import softmax_backward, softmax_backward_magnitudes, softmax_forward_magnitudes, softmax_reference
-from properties.layouts import place
+from harness.ops.layouts import place
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 LAYOUTS = ("contiguous", "transposed", "col_sliced", "offset")

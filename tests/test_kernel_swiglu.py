@@ -10,7 +10,7 @@ import triton.language as tl
 from kernel_checks import assert_close, assert_rejected, spread_cases
 from kernels import swiglu as k
 from oracles.swiglu import swiglu_backward, swiglu_backward_magnitudes, swiglu_reference
-from properties.layouts import place
+from harness.ops.layouts import place
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 LAYOUTS = ("contiguous", "transposed", "col_sliced", "offset")

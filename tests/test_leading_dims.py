@@ -1,4 +1,4 @@
-"""Leading (batch) dims of row-wise ops (OpDecl(leading=...), properties.leading): cases x[*lead, N]
+"""Leading (batch) dims of row-wise ops (OpDecl(leading=...), harness.ops.leading): cases x[*lead, N]
 with irregular, sliced and transposed leading dims; a kernel that flattens them right passes, one
 that assumes one row stride fails; a 2-D kernel declaring max_leading_dims=1 is not failed there."""
 
@@ -8,7 +8,7 @@ from harness import Contract
 from harness.registry.registry import REGISTRY, load_builtin_ops
 from harness.run.runner import run_case
 from harness.testing import entry_for
-from properties import leading
+from harness.ops import leading
 
 OPS = ("softmax", "swiglu", "layer_norm")
 

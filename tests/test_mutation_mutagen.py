@@ -11,7 +11,7 @@ import torch
 from harness.mutation import mutagen
 from harness.errors import HarnessError, RegistryError
 from harness.registry.registry import REGISTRY
-from properties.mutation_operators import HOST_OPERATORS, OPERATORS
+from harness.mutation.operators import HOST_OPERATORS, OPERATORS
 
 KERNEL_FILE = Path(__file__).resolve().parent.parent / "kernels" / "rmsnorm.py"
 

@@ -147,7 +147,7 @@ def test_drop_barrier_mutant_is_marked_gpu_only(kernels):
 
 def test_drop_int64_cast_mutants_are_scored_on_cuda_and_listed_apart_on_the_interpreter(kernels):
     # bug class: int32 row * stride overflows past 2**31 elements; only the CUDA floor's
-    # index-width cases reach that (properties.layouts), so these mutants are scored on cuda
+    # index-width cases reach that (harness.ops.layouts), so these mutants are scored on cuda
     # and listed apart on the interpreter rather than counted as its survivors
     x = torch.randn(3, 5, generator=torch.Generator().manual_seed(3))
     original = kernels["copy_rows"].fn(x)

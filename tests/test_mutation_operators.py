@@ -1,4 +1,4 @@
-"""properties.mutation_operators: each operator yields the change of its bug class, and only that."""
+"""harness.mutation.operators: each operator yields the change of its bug class, and only that."""
 
 import ast
 import textwrap
@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from harness.mutation.mutagen import _scope, _visit
-from properties.mutation_operators import BACKENDS, HOST_OPERATORS, OPERATORS
+from harness.mutation.operators import BACKENDS, HOST_OPERATORS, OPERATORS
 
 KERNEL = textwrap.dedent(
     """

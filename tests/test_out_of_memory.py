@@ -63,7 +63,7 @@ def test_a_case_that_leaves_a_large_cache_gives_it_back(monkeypatch):
     back (and asks the kernel process to), so that idle caches do not fill the device an
     index-width case needs; a small cache is kept (no synchronising empty_cache per case)."""
     from harness.run import gpu_slot, kernel_host
-    from properties import layouts
+    from harness.ops import layouts
 
     case = REGISTRY.op("rmsnorm").floor_cases(backend="interpreter")[0]
     assert not layouts.is_index_width(case)

@@ -39,7 +39,7 @@ def test_wheel_declares_the_console_script_and_the_pytest_plugin(wheel):
     assert entry_points["console_scripts"]["triton-verify"] == "harness.launcher:main"
     assert entry_points["pytest11"]["harness.pytest_plugin"] == "harness.pytest_plugin"
     for package in ("harness", "harness/cli", "harness/run", "harness/execution", "harness/registry", "harness/compare",
-                    "harness/record", "harness/mutation", "harness/workflows", "harness/cases", "properties",
+                    "harness/record", "harness/mutation", "harness/workflows", "harness/cases", "harness/ops", "properties",
                     "properties/ops", "properties/mutants", "kernels", "oracles", "reports", "bench"):
         assert f"{package}/__init__.py" in names, package
     for data in ("reports/templates/index.html.j2", "properties/mutants/equivalent.toml", "harness/pytest_plugin.py",

@@ -1,4 +1,4 @@
-"""The error model of an op declared from a torch reference (properties.reference): the identity
+"""The error model of an op declared from a torch reference (harness.ops.reference): the identity
 candidate (the reference itself, run in the case's dtype) passes, and a candidate off by more
 than the model explains fails. Each rule is a class of formula, shown on a small synthetic op."""
 

@@ -20,7 +20,7 @@ import harness
 from harness.errors import RegistryError
 from harness.registry.registry import REGISTRY, Contract, KernelEntry
 from harness.run.runner import run_case
-from properties.row_kinds import PROBABILITIES
+from harness.ops.row_kinds import PROBABILITIES
 
 TVD = "examples/plugins/tvd_loss.py"
 FLCE = "examples/plugins/flce_rows.py"

@@ -10,7 +10,7 @@ from harness.testing import assert_kernel
 from kernel_checks import assert_close, assert_rejected
 from kernels import rope as k
 from oracles.rope import rope_backward, rope_magnitudes, rope_reference
-from properties.layouts import place
+from harness.ops.layouts import place
 
 # (B, S, H, D): D = 2, 6, 34, 130 beside a power of two; B = 1; S * H rows not a tile multiple
 SHAPES = ((1, 5, 3, 2), (2, 7, 1, 6), (1, 3, 4, 34), (3, 2, 2, 130), (1, 9, 2, 64))

@@ -1,4 +1,4 @@
-"""harness.run.runner + properties.checks: every check passes a correct kernel and fails a kernel
+"""harness.run.runner + harness.ops.checks: every check passes a correct kernel and fails a kernel
 that breaks exactly that check. Kernels here are plain torch so each test is fast and targeted."""
 
 import pytest

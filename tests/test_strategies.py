@@ -1,4 +1,4 @@
-"""properties.strategies: argument validation, and the sizes that expose bugs are produced."""
+"""harness.ops.strategies: argument validation, and the sizes that expose bugs are produced."""
 
 import pytest
 import torch
@@ -6,7 +6,7 @@ from hypothesis import find, settings
 from hypothesis.errors import InvalidArgument
 
 from harness.registry.registry import REGISTRY
-from properties import layouts, strategies
+from harness.ops import layouts, strategies
 
 
 @pytest.mark.parametrize(

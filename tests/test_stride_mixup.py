@@ -1,4 +1,4 @@
-"""The apart layouts (properties.apart) against kernels that read one tensor with another's strides.
+"""The apart layouts (harness.ops.apart) against kernels that read one tensor with another's strides.
 
 Bug class targeted: a kernel or launch that indexes one tensor with the strides of another of
 the same shape (``tl.load(R + row * stride_x + cols)`` in a fused add + RMSNorm, b read with a's
@@ -28,7 +28,7 @@ from harness.registry.declare import Scalar
 from harness.registry.opspec import upstreams
 from harness.registry.registry import REGISTRY, Contract, KernelEntry, Origin, load_builtin_ops
 from harness.run.runner import run_case
-from properties import apart, strategies
+from harness.ops import apart, strategies
 
 load_builtin_ops()
 

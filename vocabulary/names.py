@@ -179,7 +179,7 @@ class EntryKind(enum.StrEnum):
 
 
 class Layout(enum.StrEnum):
-    """The built-in memory layouts of a case's tensors (properties/layouts.py builds them)."""
+    """The built-in memory layouts of a case's tensors (harness/ops/layouts.py builds them)."""
 
     CONTIGUOUS = "contiguous"
     TRANSPOSED = "transposed"

@@ -19,7 +19,7 @@ cases whose p and q share zeros (``sparse_probs``, ``one_hot``); ``tvd_torch`` t
 import torch
 
 from harness import from_reference, register_kernel
-from properties.row_kinds import PROBABILITIES
+from harness.ops.row_kinds import PROBABILITIES
 
 REDUCTIONS = ("batchmean", "sum", "mean", "none")
 

@@ -90,7 +90,7 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
     from harness.registry.registry import REGISTRY
     from harness.record.case_record import Phase
     from harness.run.runner import run_case
-    from properties import layouts
+    from harness.ops import layouts
 
     loader.load_all(plugins=plugins, library=library)
     if mutants and not library[0]:

@@ -17,7 +17,7 @@ returns NaN there as torch does. The policy, applied by every value comparison
   anything else fails;
 - where the oracle is NaN for any other reason (a NaN input, 0/0 over finite inputs: a
   cross-entropy whose rows are all ignored): NaN, exactly as before;
-- for an op declared from a torch reference (properties.reference), where the oracle is +-inf
+- for an op declared from a torch reference (harness.ops.reference), where the oracle is +-inf
   and the reference itself, run in the case's dtype on the same inputs, gives NaN (torch's fp32
   gelu(+inf) is NaN, its float64 one +inf): NaN is accepted besides the inf (``own_nans``), the
   reference's own convention in that dtype. A NaN where that run gives an inf or a finite value

@@ -85,7 +85,7 @@ class _RemoteRule:
 def entry_view(op: str, name: str, data: dict, process=None):
     """The judge's view of a registered entry: what the kernel process said, without the function."""
     from harness.registry.registry import Contract, KernelEntry
-    from properties.strategies import dtype_from_name
+    from harness.ops.strategies import dtype_from_name
 
     c = data["contract"]
     rule = _RemoteRule(c["rule"], process) if c.get("rule") else None

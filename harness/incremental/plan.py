@@ -74,7 +74,7 @@ def op_closure(spec) -> dict:
 
 
 # the modules that run a suite; their closure reaches what the engine imports outside harness/
-# (case strategies, layouts, value kinds, checks in properties/), which harness_source does not cover
+# (the shared vocabulary, the project's op declarations it loads), which harness_source does not cover
 ENGINE = ("harness.execution.worker", "harness.run.runner", "harness.run.suite", "harness.run.kernel_process")
 
 

@@ -1,7 +1,7 @@
 """Library mutation: mutants of a third-party module's ``@triton.jit`` functions, run through
 the plugin kernels that call into it (``mutate --mutate-module MODULE --plugin FILE``).
 
-The mutations are the project's (harness.mutation.mutagen over properties.mutation_operators),
+The mutations are the project's (harness.mutation.mutagen over harness.mutation.operators),
 generated from each module's source as installed; nothing on disk changes. A mutant is named
 ``gen.<module>.<function>.<operator>.<k>`` and registered for the op of its *carrier*: the
 plugin kernel that reaches the mutated function (through the names its code uses, followed from
@@ -167,7 +167,7 @@ def _register_forced_failure(carrier: KernelEntry) -> None:
 
 
 def _register(mutation: mutagen.Mutation, carrier: KernelEntry) -> str:
-    from properties.mutation_operators import BACKENDS
+    from harness.mutation.operators import BACKENDS
 
     module, name = mutation.module, mutant_name(mutation)
     if (carrier.op, name) not in REGISTRY.entries:

@@ -7,7 +7,7 @@ module's real wrapper and autograd code; the registry *captures* the entries the
 registers (``REGISTRY.capturing()``) and the campaign registers the captured callable as a
 mutant. Two sources of changes share this machinery:
 
-- generated: ``properties.mutation_operators.OPERATORS`` applied to every node of every
+- generated: ``harness.mutation.operators.OPERATORS`` applied to every node of every
   ``@triton.jit`` function of every module of the ``kernels`` package, and ``HOST_OPERATORS``
   to every node of the modules' other top-level functions (the launches), in a fixed order, so
   a worker process regenerates a mutant from its name alone;
@@ -218,7 +218,7 @@ def _visit(fn: ast.FunctionDef) -> list[tuple[ast.AST, ast.AST, str, int | None]
 
 
 def _scope(fn: ast.FunctionDef, visited, kernels: dict[str, tuple[str, ...]] | None = None) -> Any:
-    from properties.mutation_operators import Scope
+    from harness.mutation.operators import Scope
 
     params = tuple(a.arg for a in fn.args.args)
     constexprs = frozenset(
@@ -236,8 +236,8 @@ def mutations(module_name: str) -> list[Mutation]:
     """Every generated mutation of the module's @triton.jit functions (``OPERATORS``) and of its
     other top-level functions, the host code that launches them (``HOST_OPERATORS``), in a fixed
     order, without duplicates (two operators giving the same function text count once)."""
-    from properties import mutation_operators
-    from properties.mutation_operators import HOST_OPERATORS, OPERATORS
+    from harness.mutation import operators as mutation_operators
+    from harness.mutation.operators import HOST_OPERATORS, OPERATORS
 
     module = importlib.import_module(module_name)
     source = inspect.getsource(module)
@@ -375,7 +375,7 @@ def register_module_mutants(module_name: str, entries: list[KernelEntry]) -> int
     """Register every generated mutant of one module, once per kernel entry it defines; returns
     the count. A mutant of an operator listed in ``BACKENDS`` carries those backends in its meta
     (observable only there, see campaign.observable_on)."""
-    from properties.mutation_operators import BACKENDS
+    from harness.mutation.operators import BACKENDS
 
     count = 0
     for mutation in mutations(module_name) if entries else []:

@@ -305,7 +305,7 @@ def drop_barrier(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
 def drop_int64_cast(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
     """``x.to(tl.int64)`` / ``tl.cast(x, tl.int64)`` -> ``x``: an offset computed in int32
     overflows once row * stride passes 2**31 elements (Liger-Kernel #251, #803). Only the CUDA
-    floor's index-width cases show it (properties.layouts: one input with a row or column stride
+    floor's index-width cases show it (harness.ops.layouts: one input with a row or column stride
     just under 2**31); the interpreter's CPU-sized inputs stay far below 2**31."""
     if not isinstance(node, ast.Call):
         return
@@ -443,7 +443,7 @@ def stride_swap(node: ast.AST, scope: Scope) -> Iterator[ast.AST]:
     """At a kernel launch, a stride of one input passed for another's of the same rank (both
     parameters of the wrapper): ``x.stride(0)`` -> ``residual.stride(0)``, ``*k.stride()`` ->
     ``*v.stride()``. The kernel then reads one tensor with another's strides, which only a case
-    that gives the two different strides shows (properties.apart). A launch is ``K[grid](...)``
+    that gives the two different strides shows (harness.ops.apart). A launch is ``K[grid](...)``
     or ``helper(K, grid, ...)`` for a jit function K of the module. Ranks: an input's ``.stride(d)``
     arguments name its dims; a ``*t.stride()`` takes as many of the kernel's parameters as the run
     of them sharing a name but for the last letter (stride_xm, stride_xn), and none is generated
@@ -577,6 +577,6 @@ HOST_OPERATORS: dict[str, Operator] = {
 BACKENDS: dict[str, tuple[str, ...]] = {
     "drop_barrier": ("cuda",),  # a race between warps; the interpreter runs a program sequentially
     # int32 offsets overflow only past 2**31 elements: the CUDA floor's index-width cases reach
-    # that (properties.layouts), the interpreter's never do (a storage of 2**31 elements is GBs)
+    # that (harness.ops.layouts), the interpreter's never do (a storage of 2**31 elements is GBs)
     "drop_int64_cast": ("cuda",),
 }

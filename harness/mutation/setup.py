@@ -150,7 +150,7 @@ def set_up(args: argparse.Namespace, backend) -> CampaignSetup:
     case = _case(args)
     if case:
         from harness.cases.case import Case
-        from properties import layouts
+        from harness.ops import layouts
 
         layouts.check_backend(Case.parse(case), backend.name)  # an index-width case needs a GPU (exit 2 elsewhere)
     max_examples = 0 if case else (args.max_examples if args.max_examples is not None else DEFAULT_MAX_EXAMPLES[backend.name])

@@ -29,7 +29,7 @@ LIMIT = {"interpreter": 1 << 22, "cuda": 1 << 28}
 
 
 def shapes(op, backend: str) -> list[dict[str, int]]:
-    """One shape per varying dim of ``op`` (a properties.reference.ReferenceOp): that dim at FACTOR x
+    """One shape per varying dim of ``op`` (a harness.ops.reference.ReferenceOp): that dim at FACTOR x
     the example's size (on CUDA at least GPU_ROWS / GPU_INNER), the others small."""
     out = []
     for dim in op.varying:

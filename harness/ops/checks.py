@@ -124,7 +124,7 @@ class _Sparse:
 
 def _changed_bytes(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int]:
     """(how many bytes differ, the first that does), compared in chunks: the storage of an
-    index-width case (properties.layouts) spans GBs, and a mask over all of it would cost as
+    index-width case (harness.ops.layouts) spans GBs, and a mask over all of it would cost as
     much again."""
     count, first = 0, -1
     for start in range(0, a.numel(), CHUNK_BYTES):

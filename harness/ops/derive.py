@@ -11,17 +11,17 @@ From the declared inputs the engine derives, identically for every declared op:
   (harness.cases.case.stable_pick), then per dtype a case for each kind and layout the picks
   left out (``cover``); then each shape the picks left without it as the plain case, contiguous fp32 with rows ignored where the op has an ignorable index (what a
   kernel or library wrapper narrowed to contiguous fp32 takes); per dtype, where the op has two
-  tensors of one declared shape, a case in each apart layout (properties.apart: every tensor of
+  tensors of one declared shape, a case in each apart layout (harness.ops.apart: every tensor of
   the call its own row stride and storage offset, and memory orders that differ for each pair in
   some case) on a small shape with at least two elements along every dim. On CUDA also the index-width cases
-  (properties.layouts): each float input and the upstream gradient stretched in turn by
+  (harness.ops.layouts): each float input and the upstream gradient stretched in turn by
   index_width_rows and (2-D and more) index_width_cols, then each index tensor (a target) by
   index_width_rows, rows 3..5 and row lengths 7..33, bf16
   and fp32 in turn, the ``peaked`` value kind where the op has it (a max pass that reads a wrong
   address misses the peak and exp overflows), else its first; never drawn by the strategy;
 - a hypothesis strategy drawing the same parameters from the same ranges;
 - inputs: the case's value kind for ``Tensor(values="kind")``, each float input placed with
-  the case's layout (properties.layouts: every tensor input, index tensors too; under an
+  the case's layout (harness.ops.layouts: every tensor input, index tensors too; under an
   index-width layout only the input the case's ``wide`` names, the others contiguous);
 - the oracle: the float64 reference, gradients by float64 autograd through it (or the
   declaration's explicit backward), and per element the spread of both under the input
@@ -51,7 +51,7 @@ from harness.compare.tolerances import Tolerance
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
 from harness.errors import UsageError
-from properties import apart, case_params, layouts, leading, row_kinds, strategies, values
+from harness.ops import apart, case_params, layouts, leading, row_kinds, strategies, values
 from vocabulary import Backend
 
 ALL_IGNORED = "all_ignored"
@@ -68,7 +68,7 @@ FLOOR_SIZES = (1, 2, 17, 31, 63, 64, 65, 127, 255, 256, 257, 1023, 1025, 4093, 4
 FLOOR_SIZES_GPU = (16385, 32769, 65537)
 COMPANION = 7  # the other dims of a floor shape: small, prime, more than one row
 APART_ELEMENTS = 4096  # the largest tensor of an apart case's shape, where a floor shape that small has every dim >= 2
-# the CUDA floor's index-width cases (properties.layouts): small shapes, one input stretched
+# the CUDA floor's index-width cases (harness.ops.layouts): small shapes, one input stretched
 INDEX_WIDTH_DTYPES = (torch.bfloat16, torch.float32)
 INDEX_WIDTH_ROWS = (3, 4, 5)  # the dims that count rows
 INDEX_WIDTH_INNER = (7, 17, 33)  # the row length
@@ -95,7 +95,7 @@ class DeclaredOp(OpSpec):
         rank = max(len(i.shape) for i in tensors)
         self.inner = {i.shape[-1] for i in tensors if len(i.shape) == rank}  # the row length; other dims count rows
         self.scalars = tuple(i for i in decl.inputs if isinstance(i, Scalar))
-        self.leading = decl.leading  # a dim that cases also give as several leading dims (properties.leading)
+        self.leading = decl.leading  # a dim that cases also give as several leading dims (harness.ops.leading)
         self.ignorable = next((i for i in decl.inputs if isinstance(i, Index) and i.ignore), None)
         # the forward check of a case whose every row is ignored is recorded (and waivable) under its own name
         self.special_checks = (ALL_IGNORED,) if self.ignorable is not None else ()
@@ -256,7 +256,7 @@ class DeclaredOp(OpSpec):
         return out
 
     def apart_cases(self, shapes: list[dict[str, int]], dtype: torch.dtype) -> list[Case]:
-        """A case of ``dtype`` in each apart layout (properties.apart), in the declaration's first
+        """A case of ``dtype`` in each apart layout (harness.ops.apart), in the declaration's first
         value kind (a kind of equal or zero rows could hide a row read with the wrong stride), on
         a shape picked by its hash (stable_least) among those with at least two elements along
         every dim (a row stride or a memory order matters only there), the most tensors of one
@@ -282,7 +282,7 @@ class DeclaredOp(OpSpec):
                 for layout in self.apart_layouts]
 
     def leading_cases(self, backend: str) -> list[Case]:
-        """x[*lead, N] (properties.leading) for an op declaring ``leading``, after every other floor case."""
+        """x[*lead, N] (harness.ops.leading) for an op declaring ``leading``, after every other floor case."""
         if self.leading is None:
             return []
         inner = next(iter(self.inner))
@@ -362,7 +362,7 @@ class DeclaredOp(OpSpec):
         return cases
 
     def case_checks(self, case: Case) -> dict[str, case_params.Check]:
-        """Each parameter of a case of this op, in case id order, with its check (properties.case_params):
+        """Each parameter of a case of this op, in case id order, with its check (harness.ops.case_params):
         dims whole >= 1, the dtype, value kind, scalar values (a mode or flag one of the declared,
         a number finite, > 0 where the Scalar says ``positive``), ``ignored``, the seed."""
         def anything(value) -> None:

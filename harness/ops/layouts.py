@@ -23,7 +23,7 @@ missing offset) reads NaN, and one that writes outside it changes bytes the
                two or more tensor inputs and an upstream gradient.
 3-D and larger tensors are transposed in their last two dimensions and column-sliced in the last.
 Tensors of one shape under these layouts still share strides (mixed: in memory order only, undone by
-a wrapper's ``.contiguous()``): properties.apart gives each tensor of a call strides of its own.
+a wrapper's ``.contiguous()``): harness.ops.apart gives each tensor of a call strides of its own.
 
 Index-width layouts (GPU only: the CUDA floor's cases, never the interpreter's nor a hypothesis
 strategy's). A kernel that computes an element offset in int32 (``X + row * stride`` with both
@@ -45,7 +45,7 @@ index tensor such as a target (on a GPU, where the fill costs milliseconds; ``pl
 storage that large on the CPU). A case of these layouts stretches one input only, named by its
 ``wide`` parameter (``upstream``: the upstream gradient), the others contiguous (``for_input``):
 a float input's case holds about 17 GB (the inputs and the oracle's copy; the inputs check keeps
-the storage as its fill value and the view's elements, properties.checks.Snapshot), a target's
+the storage as its fill value and the view's elements, harness.ops.checks.Snapshot), a target's
 about 35 GB, one such case at a time per GPU (harness.run.gpu_slot). A target's padding is -1. INDEX_WIDTH is a module constant so that
 tests can shrink it.
 """
@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import torch
 
-from properties.strategies import LAYOUTS
+from harness.ops.strategies import LAYOUTS
 from vocabulary import Backend, Layout
 
 PERMUTED_LAYOUTS = LAYOUTS + ("permuted",)

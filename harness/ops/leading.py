@@ -3,8 +3,8 @@
 ``OpDecl(leading="M")`` says that M, the first dim of the inputs that have it and of the output,
 counts rows that a caller may give as several leading dims (x[B, S, N]). The op's floor then ends
 with CASES: x[*lead, N] for irregular lead shapes (B = 3, S = 17; B = 1; S = 1; 3 and 4 leading
-dims), M their product, written ``lead=3x17`` in the case id (properties.derive). Their layouts:
-those of 3-D tensors (properties.layouts: transposed, col_sliced, offset, permuted, mixed; mixed and
+dims), M their product, written ``lead=3x17`` in the case id (harness.ops.derive). Their layouts:
+those of 3-D tensors (harness.ops.layouts: transposed, col_sliced, offset, permuted, mixed; mixed and
 mixed_alt also with 3 and 4 leading dims) and
 two of their own, for the tensors with the leading dims (the others, a weight[N], contiguous):
 - seq_sliced:      x[:, :S] of a tensor with a longer sequence (S + 5): the batch stride is not
@@ -23,7 +23,7 @@ import math
 import torch
 
 from harness.errors import UsageError
-from properties import layouts
+from harness.ops import layouts
 
 LEAD = "lead"  # the case parameter: the leading shape, "3x17"
 SEQ_SLICED = "seq_sliced"
@@ -89,7 +89,7 @@ def sizes_of(dims: tuple[str, ...], actual: tuple[int, ...], leading: str | None
 
 
 def place(values: torch.Tensor, layout: str, device: str) -> torch.Tensor:
-    """properties.layouts.place, plus the leading-dim layouts (tensors of 3 dims or more)."""
+    """harness.ops.layouts.place, plus the leading-dim layouts (tensors of 3 dims or more)."""
     if layout not in LAYOUTS:
         return layouts.place(values, layout, device)
     v = values.to(device)

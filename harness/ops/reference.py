@@ -28,7 +28,7 @@ and half of it; an axis the reference accepts at both varies. The default varies
 case has the example's shapes (and every dtype, layout, value kind and seed).
 
 The cases, the float64 oracle and the error model are those of every declared op
-(properties.derive.DeclaredOp), with what a torch function does not say filled in:
+(harness.ops.derive.DeclaredOp), with what a torch function does not say filled in:
 - the terms the formula sums or cancels (``OpDecl.terms``): the reference (or ``magnitude``, a
   function of the same arguments) on the inputs' absolute values, at least |result|: for a
   sum or a product of matrices that is sum |x| and |a| @ |b|, the size an fp32 accumulation
@@ -57,8 +57,8 @@ from harness.errors import RegistryError
 from harness.reference import intermediates
 from harness.registry.declare import VALUE_SOURCES, Index, OpDecl, Scalar, Tensor
 from harness.errors import UsageError
-from properties import beyond, row_kinds, strategies, values
-from properties.derive import DeclaredOp, unique
+from harness.ops import beyond, row_kinds, strategies, values
+from harness.ops.derive import DeclaredOp, unique
 
 AUTO = "auto"
 TRIAL_SEED = 1234
@@ -142,7 +142,7 @@ class ReferenceOp(DeclaredOp):
         return shapes
 
     def floor_cases(self, *, backend: str) -> list:
-        """The floor's cases, then one per varying dim beyond the example's size (properties.beyond),
+        """The floor's cases, then one per varying dim beyond the example's size (harness.ops.beyond),
         in the op's dtypes."""
         cases = [c for c in super().floor_cases(backend=backend) + beyond.cases(self, backend)
                  if c.get("dtype") in self.dtype_names()]
@@ -269,7 +269,7 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
         reduces=tuple(dict.fromkeys(dims.values())) if reduces is None else tuple(reduces),
         shift_by_max=tuple(shift),
         value_kinds=tuple(kinds_),
-        doc=doc or f"{name}: declared from a torch reference (properties.reference).",
+        doc=doc or f"{name}: declared from a torch reference (harness.ops.reference).",
     )
     caller = inspect.currentframe().f_back
     lower = _lower_bounds(trial, dims, varying, example)

@@ -31,7 +31,7 @@ caller, so every backend sees the same inputs. Each kind targets a bug class:
                   finite value. exp(-inf - m) = 0 is exact; an online max/sum whose correction
                   exp(m_old - m_new) meets -inf - (-inf) = NaN (a block or a lane that has seen
                   only -inf) turns the row into NaN. A label never sits on a -inf logit
-                  (properties.derive: a masked class is never the target).
+                  (harness.ops.derive: a masked class is never the target).
 - gate_extremes:  N(0, 1) * 20: sigmoid saturates both ways (exp(-x) overflows fp16 for x < -11).
 
 Probability rows (an input that is a distribution, each row summing to 1: its own value kinds,
@@ -49,7 +49,7 @@ import math
 
 import torch
 
-from properties import values
+from harness.ops import values
 
 NORMALISATION = ("offset_rows", "constant_rows")
 LOGITS = ("large_logits", "masked_rows", "ties", "peaked", "neg_inf")

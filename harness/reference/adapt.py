@@ -1,7 +1,7 @@
 """Inputs and outputs as models have them: bool inputs and integer outputs of a torch reference.
 
 An op's inputs are float tensors, index tensors and scalars, and its output is a float tensor
-(properties.reference). A model may take a bool mask (a masked cumulative sum) or return
+(harness.ops.reference). A model may take a bool mask (a masked cumulative sum) or return
 indices (argmax, argmin). ``Adapted`` gives such a model the op's interface: a bool input is a
 float input whose elements are true where positive (the example's mask given as +-1), and an
 integer output is returned as a float tensor of the same values (exact below 2^24 in fp32), so
@@ -46,7 +46,7 @@ class Adapted:
 
     def __init__(self, module, positions: tuple[int, ...]) -> None:
         self.module, self.positions = module, positions
-        self.forward = module.forward  # the input names (properties.reference)
+        self.forward = module.forward  # the input names (harness.ops.reference)
 
     def __call__(self, *args):
         out = self.module(*as_model_inputs(args, self.positions))
@@ -54,7 +54,7 @@ class Adapted:
         return as_op_output(out, first.dtype if first is not None else torch.float64)
 
     def cast(self, dtype: torch.dtype) -> "Adapted":
-        """The same adaptation of the module cast to ``dtype`` (properties.reference.in_dtype)."""
+        """The same adaptation of the module cast to ``dtype`` (harness.ops.reference.in_dtype)."""
         inner = self.module
         inner = copy.deepcopy(inner).to(dtype) if isinstance(inner, torch.nn.Module) else inner.cast(dtype)
         return Adapted(inner, self.positions)

@@ -1,6 +1,6 @@
 """The op's domain: the shapes a torch reference accepts.
 
-A reference declared from a torch function or a KernelBench Model (properties.reference) takes
+A reference declared from a torch function or a KernelBench Model (harness.ops.reference) takes
 only some shapes: a convolution's or a pool's spatial dims at least its (dilated) kernel, a
 normalisation more than one element per group. ``lower_bounds`` probes the reference once per
 varying dim at declaration and keeps the smallest size it accepts, so cases are drawn within

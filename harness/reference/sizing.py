@@ -13,7 +13,7 @@ groups). The floor starts at the largest small kept integer (a kernel never wide
 input) and doubles until the reference accepts the scaled inputs (float32, small).
 
 The budget, per tensor: on the CPU interpreter ``ELEMENTS``, on a GPU ``GPU_ELEMENTS``
-(properties.derive's per-tensor budgets of a case, what every declared op's cases get), and
+(harness.ops.derive's per-tensor budgets of a case, what every declared op's cases get), and
 on a GPU also what fits the free memory with the inputs and output held ``GPU_COPIES`` times
 over (float64 copies, the candidate's output, its gradients). A problem within the budget runs
 at its real sizes. The budget is per tensor, not per device, because the sizes are those of
@@ -33,8 +33,8 @@ from typing import Any, Callable
 
 import torch
 
-ELEMENTS = 1 << 15  # the CPU interpreter's largest tensor (properties.derive.BUDGET["interpreter"])
-GPU_ELEMENTS = 1 << 22  # a GPU case's largest tensor (properties.derive.BUDGET["cuda"])
+ELEMENTS = 1 << 15  # the CPU interpreter's largest tensor (harness.ops.derive.BUDGET["interpreter"])
+GPU_ELEMENTS = 1 << 22  # a GPU case's largest tensor (harness.ops.derive.BUDGET["cuda"])
 GPU_COPIES = 12
 FLOOR = 4
 FLOOR_TRIES = 4

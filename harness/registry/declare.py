@@ -1,6 +1,6 @@
 """Declaring an op in one short file: its inputs, its float64 reference, its value kinds.
 
-An :class:`OpDecl` says *what* the op is; properties.derive turns it into a full op spec (floor
+An :class:`OpDecl` says *what* the op is; harness.ops.derive turns it into a full op spec (floor
 cases, hypothesis strategy, layouts, inputs, gradients, tolerances, case ids). Example::
 
     register_op(OpDecl(
@@ -14,11 +14,11 @@ cases, hypothesis strategy, layouts, inputs, gradients, tolerances, case ids). E
 
 Input roles:
 - :class:`Tensor`: a float tensor in the case's dtype. ``values="kind"`` follows the case's
-  value kind (properties.row_kinds), or with ``kinds`` the input's own kinds (probabilities for a
+  value kind (harness.ops.row_kinds), or with ``kinds`` the input's own kinds (probabilities for a
   distribution: the case's kind where it is one of them, else one of them by the case's seed); ``"gain"`` is a weight around 1 with random signs and
   sizes (never all ones); ``"normal"`` is N(0, 1) (e.g. a bias); ``"mask"`` an additive mask
   of 0 (kept) and -inf or the dtype's most negative value (masked), at least one entry kept per
-  row (properties.values.additive_mask).
+  row (harness.ops.values.additive_mask).
 - :class:`Index`: an int64 tensor of class ids in ``[0, high)``, ``high`` a symbolic dim. With
   ``ignore`` naming a :class:`Scalar`, rows may carry that value instead (none, some or all
   rows ignored: the case parameter ``ignored``); the forward check of an all-ignored case is
@@ -155,7 +155,7 @@ class OpDecl:
     autograd through it unless ``backward(*args, upstream)`` returns them (one per
     differentiable input, in order). ``terms(*args, upstream)`` may return, per check
     (forward, then each gradient), the size of the terms its formula sums or cancels (None:
-    |result| for the forward, the gradient for |upstream| for a gradient: properties.derive),
+    |result| for the forward, the gradient for |upstream| for a gradient: harness.ops.derive),
     for the fp32-arithmetic part of the allowed error; a ``terms`` with a keyword parameter
     ``tiny`` is given the smallest normal of the case's dtype, for the terms of an intermediate
     that a kernel may keep in that dtype (``Contract(precision="input")``): rounding v to a
@@ -189,13 +189,13 @@ class OpDecl:
     # dims computed from the drawn ones, in order: {dim: f(sizes) -> int} (module docstring)
     derived: dict[str, Callable[[dict[str, int]], int]] = dataclasses.field(default_factory=dict)
     # a dim counting rows that callers may give as several leading (batch) dims, x[B, S, N] for
-    # x[M, N]: the first dim of the output and of every input that has it (properties.leading)
+    # x[M, N]: the first dim of the output and of every input that has it (harness.ops.leading)
     leading: str | None = None
     # an intermediate the op's contract lets a kernel keep in the input dtype and compute from (a
     # stored residual stream): ``rounded_terms(*args, *upstreams)`` returns per check (outputs, then
     # gradients; None: nothing) the first-order worst-case change of the result when that
     # intermediate is rounded by a relative 1 per element; the allowance adds it times the input
-    # dtype's unit roundoff (properties.derive); like ``terms`` it may take the keyword ``tiny``
+    # dtype's unit roundoff (harness.ops.derive); like ``terms`` it may take the keyword ``tiny``
     rounded_terms: Callable[..., tuple[Any, ...]] | None = None
     # (name, dims) of each output when there are several (``output`` a dict), else ():
     # set from ``output``, whose own value becomes the first output's dims

@@ -79,7 +79,7 @@ class OpSpec:
     def validate_case(self, case: Case) -> None:
         """Raise UsageError naming the parameter, its value and what is allowed when ``case`` is
         not a case of this op (a ``--case`` typed by hand): a bad id is bad usage, not a kernel
-        failure. The default accepts every case; properties/case_params.py has the checks."""
+        failure. The default accepts every case; harness/ops/case_params.py has the checks."""
 
     def floor_cases(self, *, backend: str) -> Sequence[Case]:
         """Cases that always run, before the generated ones (the regression floor)."""

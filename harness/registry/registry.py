@@ -487,18 +487,18 @@ def register_mutant(
 
 def register_op(spec: Any) -> Any:
     """Record an op: a call on a declaration, ``register_op(OpDecl(...))`` (harness.registry.declare),
-    from which properties.derive builds the spec, or a subclass of ``properties.derive.DeclaredOp``
+    from which harness.ops.derive builds the spec, or a subclass of ``harness.ops.derive.DeclaredOp``
     (an OpDecl with its own floor, strategy or inputs: attention, fused_linear_cross_entropy), which
     it instantiates. Either way the op has the declared ops' one error model. Returns its argument."""
     from harness.registry.declare import OpDecl
-    from properties.derive import DeclaredOp
+    from harness.ops.derive import DeclaredOp
 
     if isinstance(spec, OpDecl):
         caller = inspect.currentframe().f_back
         REGISTRY.add_op(DeclaredOp(spec, declared_at=f"{caller.f_code.co_filename}:{caller.f_lineno}"))
         return spec
     if not (isinstance(spec, type) and issubclass(spec, DeclaredOp)):
-        raise RegistryError(f"register_op takes an OpDecl, or a subclass of properties.derive.DeclaredOp built on "
+        raise RegistryError(f"register_op takes an OpDecl, or a subclass of harness.ops.derive.DeclaredOp built on "
                             f"one, got {spec.__name__ if isinstance(spec, type) else type(spec).__name__}: declare the "
                             "op's inputs, reference and value kinds in an OpDecl (docs/declaring-ops.md)")
     REGISTRY.add_op(spec())

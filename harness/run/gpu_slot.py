@@ -1,11 +1,11 @@
 """One index-width case at a time per GPU, across every worker process on the machine.
 
-An index-width case (properties.layouts) holds a storage of about 2^31 elements, plus its
+An index-width case (harness.ops.layouts) holds a storage of about 2^31 elements, plus its
 float64 reference: about 26 GB for an fp32 case. Eight workers sharing one H200 (141 GB) that
 reach such cases together would run out of memory, and an out-of-memory error inside a case
 reads as the kernel's failure. So a worker takes an exclusive lock on a file named after the
 GPU (its UUID, shared by every process that sees the device, whatever CUDA_VISIBLE_DEVICES
-says) for the whole case, and gives the memory back to the device (properties.layouts.release)
+says) for the whole case, and gives the memory back to the device (harness.ops.layouts.release)
 before it lets the next one in. Other cases never wait, but one that leaves more than
 ``KEEP_CACHED`` bytes in this process's allocator cache gives them back too (with the kernel
 process's), so that the workers' caches, idle between large cases, do not fill the device an
@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
-from properties import layouts
+from harness.ops import layouts
 from vocabulary import Backend
 
 KEEP_CACHED = 2 << 30  # bytes of cached, unused GPU memory a worker may keep after a case

@@ -37,7 +37,7 @@ from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
 from harness.registry.registry import KernelEntry
 from harness.run.inputs import inputs_on
 from harness.run.kernel_host import InProcessHost, KernelError, KernelLost, NotATensor, Refusal, Reply
-from properties import checks, layouts
+from harness.ops import checks, layouts
 
 NONDETERMINISTIC = "Contract(deterministic=False)"
 FORWARD_ONLY = "Contract(forward_only=True)"
@@ -202,7 +202,7 @@ class _Steps:
         return [w.label for w in self.writes if w.output in self.written]
 
     def all(self) -> None:
-        outside = getattr(self.spec, "outside_domain", None)  # an op declared from a reference (properties.reference)
+        outside = getattr(self.spec, "outside_domain", None)  # an op declared from a reference (harness.ops.reference)
         reason = outside(self.reference) if outside is not None else None
         if reason is not None:  # the reference rejects the case: no verdict on the kernel (harness.reference.domain)
             from harness.reference.domain import OUTSIDE

@@ -155,7 +155,7 @@ def open_session(args: argparse.Namespace, backend, baseline: dict | None) -> tu
 
     entries, case = select(args)
     if case is not None:
-        from properties import layouts
+        from harness.ops import layouts
 
         layouts.check_backend(case, backend.name)  # an index-width case needs a GPU (exit 2 elsewhere)
     max_examples = args.max_examples if args.max_examples is not None else DEFAULTS.max_examples(backend.name)

@@ -15,7 +15,7 @@ __all__: list[str] = []
 INDEX_WIDTH_TAIL = (
     "an int32 row index times the row stride overflows once the offset passes 2**31 elements (Liger-Kernel "
     "#251 and #803: program_id is int32, and so is a stride below 2**31); only a GPU shows it, on the CUDA "
-    "floor's index-width cases (properties.layouts: a row stride just under 2**31); the interpreter's "
+    "floor's index-width cases (harness.ops.layouts: a row stride just under 2**31); the interpreter's "
     "inputs stay far below 2**31"
 )
 

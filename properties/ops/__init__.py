@@ -1,1 +1,1 @@
-"""One module per op; each defines and registers an OpSpec. Adding an op = adding a file here."""
+"""One module per op; each declares it (register_op(OpDecl(...))). Adding an op = adding a file here."""

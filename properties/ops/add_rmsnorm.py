@@ -31,7 +31,7 @@ its own rounding (a missing or doubled residual, h written before the add) is ou
 from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.registry import register_op
 from oracles.add_rmsnorm import add_rmsnorm_magnitudes, add_rmsnorm_reference, add_rmsnorm_rounded_h
-from properties import values
+from harness.ops import values
 
 register_op(OpDecl(
     name="add_rmsnorm",

@@ -20,7 +20,7 @@ and the index-width cases (one input at a time with a stride just under 2**31). 
 the engine's (contiguous, transposed = D-major, offset, permuted, mixed) plus ``bshd`` (each
 tensor a [B, L, H, D] tensor viewed as [B, H, L, D], as a model's projections produce) and
 ``kv_cache`` (q as bshd, k and v the first T positions of a NaN-padded [B, H, T + 5, D] cache:
-a kernel that reads a key past T reads NaN); per dtype also the apart layouts (properties.apart:
+a kernel that reads a key past T reads NaN); per dtype also the apart layouts (harness.ops.apart:
 q, k, v and do each with strides and a storage offset of their own), on a shape where all four
 have one shape.
 
@@ -54,8 +54,8 @@ from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.opspec import OpInputs
 from harness.registry.registry import register_op
 from oracles.attention import attention_backward_magnitudes, attention_forward_magnitudes, attention_reference
-from properties import apart, layouts, strategies, values
-from properties.derive import DeclaredOp, unique
+from harness.ops import apart, layouts, strategies, values
+from harness.ops.derive import DeclaredOp, unique
 from vocabulary import Backend
 
 KINDS = ("normal", "large_logits", "negative_logits", "ties")
@@ -231,7 +231,7 @@ def draw_scores(kind: str, q_shape, k_shape, scale: float, gen: torch.Generator)
 
 def place(x: torch.Tensor, layout: str, n: int, name: str, wide: str | None, device: str, member: int = 0) -> torch.Tensor:
     """The n-th tensor of a call (q, k, v, then the upstream gradient) in ``layout``; ``member``:
-    its index among the earlier tensors of its shape, for an apart layout (properties.apart)."""
+    its index among the earlier tensors of its shape, for an apart layout (harness.ops.apart)."""
     if apart.is_apart(layout):
         return apart.place(x, layout, n, member, device)
     if layout in layouts.INDEX_WIDTH_LAYOUTS:

@@ -24,7 +24,7 @@ kernel that forms m + log(s) before subtracting the target logit loses log(s) on
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.registry.registry import register_op
 from oracles.cross_entropy import cross_entropy_magnitudes, cross_entropy_reference
-from properties import row_kinds
+from harness.ops import row_kinds
 
 register_op(OpDecl(
     name="cross_entropy",

@@ -17,7 +17,7 @@ smoothing sum cancels ls * (|lse| + mean |x|)), plus the output's rounding.
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
 from harness.registry.registry import register_op
 from oracles.cross_entropy_rows import cross_entropy_rows_magnitudes, cross_entropy_rows_reference
-from properties import row_kinds
+from harness.ops import row_kinds
 
 register_op(OpDecl(
     name="cross_entropy_rows",

@@ -6,7 +6,7 @@ weight. Checks: loss (``all_ignored`` when every row is ignored: torch gives NaN
 kernel returning 0 is reported under that name), dx, dweight, plus the common ones.
 
 Case parameters: N, D, V; dtype; layout (applied to x, weight and target; on CUDA also the
-index-width layouts of properties.layouts, applied to the one input named by ``wide``, x,
+index-width layouts of harness.ops.layouts, applied to the one input named by ``wide``, x,
 weight or target, the others contiguous); ``values`` (how the logits are distributed, below);
 ``ignored`` (none, some, all rows); ignore_index (-100, -1, or a valid class id such as 0 or
 V-1, which torch allows); seed (inputs and the upstream gradient, a random scalar of size
@@ -50,8 +50,8 @@ from harness.registry.opspec import OpInputs
 from harness.registry.registry import register_op
 from oracles.fused_linear_ce import (fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference,
                                      fused_linear_ce_rounded_gradients)
-from properties import layouts, strategies, values
-from properties.derive import DeclaredOp, unique
+from harness.ops import layouts, strategies, values
+from harness.ops.derive import DeclaredOp, unique
 from vocabulary import Backend
 
 PICKED_KINDS = ("normal", "large", "confident", "tiny", "mixed_scale", "ascending")
@@ -84,13 +84,13 @@ SHAPES_GPU_CONCURRENCY = [
 # strategy stops at V = 32768, so without these a kernel whose vocabulary loop drops its last,
 # one-element tile is never run there; contiguous fp32 with rows ignored (every kernel takes it)
 SHAPES_GPU_WIDE_V = [(7, 17, 32769), (3, 9, 65537)]
-# x, weight and target in different layouts in one call (properties.layouts.MIXED): x and weight
+# x, weight and target in different layouts in one call (harness.ops.layouts.MIXED): x and weight
 # share their row length D, so a kernel that indexes one with the other's strides needs this
 SHAPES_MIXED = SHAPES_EDGE[1:] + SHAPES_NOALIGN
 # the offset kind (module docstring): a long D that the offset spreads over, a few rows and classes
 SHAPES_OFFSET = [(64, 2048, 37)]
 SHAPES_ALL_IGNORED = [(17, 33, 63), (3, 2, 1)]  # every row ignored; also with a single class
-# CUDA only: x or weight stretched by an index-width layout (properties.layouts): (N, D, V) with
+# CUDA only: x or weight stretched by an index-width layout (harness.ops.layouts): (N, D, V) with
 # at least 3 elements along the stretched dimension (N or V for rows, D for columns)
 SHAPES_INDEX_WIDTH = [(3, 17, 7), (5, 7, 33), (4, 33, 17), (5, 17, 5)]
 INDEX_WIDTH_DTYPES = (torch.bfloat16, torch.float32)

@@ -16,7 +16,7 @@ variance as E[x^2] - E[x]^2 in fp32 loses 1e8 * 6e-8 = 6 on such rows: far outsi
 from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.registry import register_op
 from oracles.layer_norm import layer_norm_backward_magnitudes, layer_norm_forward_magnitudes, layer_norm_reference
-from properties import row_kinds, values
+from harness.ops import row_kinds, values
 
 register_op(OpDecl(
     name="layer_norm",
@@ -24,7 +24,7 @@ register_op(OpDecl(
     inputs=(Tensor("x", "M, N"), Tensor("weight", "N", values="gain"), Tensor("bias", "N", values="normal"),
             Scalar("eps", (1e-5, 1e-6, 1e-12, 0.1))),
     output="M, N",
-    leading="M",  # x[..., N]: cases also give M as 2 to 4 leading dims (properties.leading)
+    leading="M",  # x[..., N]: cases also give M as 2 to 4 leading dims (harness.ops.leading)
     reference=layer_norm_reference,
     terms=lambda x, w, b, eps, dy: (
         layer_norm_forward_magnitudes(x, w, b, eps), *layer_norm_backward_magnitudes(x, w, b, eps, dy)),

@@ -15,7 +15,7 @@ import torch
 from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.registry import register_op
 from oracles.layer_norm import layer_norm_backward_magnitudes, layer_norm_forward_magnitudes, layer_norm_reference
-from properties import row_kinds, values
+from harness.ops import row_kinds, values
 
 EPS = Scalar("eps", (1e-5, 1e-6, 1e-12, 0.1))
 KINDS = values.ROW_KINDS + row_kinds.NORMALISATION
@@ -44,7 +44,7 @@ register_op(OpDecl(
     signature="f(x[M, N], weight[N], eps: float) -> y[M, N]",
     inputs=(Tensor("x", "M, N"), Tensor("weight", "N", values="gain"), EPS),
     output="M, N",
-    leading="M",  # x[..., N], as layer_norm: cases also give M as 2 to 4 leading dims (properties.leading)
+    leading="M",  # x[..., N], as layer_norm: cases also give M as 2 to 4 leading dims (harness.ops.leading)
     reference=lambda x, w, eps: layer_norm_reference(x, w, _zeros(x), eps),
     terms=_weight_terms,
     reduces="N",
@@ -57,7 +57,7 @@ register_op(OpDecl(
     signature="f(x[M, N], eps: float) -> y[M, N]",
     inputs=(Tensor("x", "M, N"), EPS),
     output="M, N",
-    leading="M",  # x[..., N], as layer_norm: cases also give M as 2 to 4 leading dims (properties.leading)
+    leading="M",  # x[..., N], as layer_norm: cases also give M as 2 to 4 leading dims (harness.ops.leading)
     reference=lambda x, eps: layer_norm_reference(x, _ones(x), _zeros(x), eps),
     terms=_plain_terms,
     reduces="N",

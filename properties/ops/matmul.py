@@ -11,7 +11,7 @@ and its gradients when a, b, bias and dy are each rounded within the input dtype
 fp32 roundings of the terms the products sum (oracles.matmul's magnitudes: |a| @ |b| + |bias|,
 times the activation's largest slope), growing as 8 + 2 sqrt(K) roundings with the reduced
 length K (``reduces``; the weight gradient db sums over M, dbias over M: the gradients of inputs
-without the M dim get M, properties.derive), plus the output's rounding. fp32 inputs are held to
+without the M dim get M, harness.ops.derive), plus the output's rounding. fp32 inputs are held to
 fp32 products: a tl.dot in TF32 (10-bit mantissa, the GPU default for fp32) is off by about 2^-11
 of its terms, thousands of fp32 roundings, and fails unless the kernel declares it
 (``Contract(precision=("float32", N))``); fp16 and bf16 inputs with fp32 accumulation pass.
@@ -20,7 +20,7 @@ of its terms, thousands of fp32 roundings, and fails unless the kernel declares 
 from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.registry import register_op
 from oracles.matmul import ACTIVATIONS, matmul_backward, matmul_magnitudes, matmul_reference
-from properties import values
+from harness.ops import values
 
 register_op(OpDecl(
     name="matmul",

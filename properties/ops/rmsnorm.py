@@ -2,7 +2,7 @@
 
 Kernel signature: ``f(x[M, N], gamma[N], eps: float) -> y[M, N]`` with ``y.dtype == x.dtype``,
 differentiable in x and gamma. Checks: forward, dx, dgamma, plus the common ones. The floor is
-the derived one (properties.derive: each dim at the floor sizes, every layout, mixed layouts of
+the derived one (harness.ops.derive: each dim at the floor sizes, every layout, mixed layouts of
 x, gamma and dy, on CUDA the index-width cases of x, gamma and dy) plus shapes by purpose:
 one element (1 x 1); N = 8192, beyond the tutorial's N <= 4096; the tutorial's benchmark shape 128 x 257; on CUDA
 32769 rows of 97, past the 32768 rows where a library may switch to a multi-row kernel
@@ -20,7 +20,7 @@ eps = 1e-12 moves by the full rounding of x over sqrt(eps).
 from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.registry import register_op
 from oracles.rmsnorm import rmsnorm_backward, rmsnorm_backward_magnitudes, rmsnorm_reference
-from properties import values
+from harness.ops import values
 
 register_op(OpDecl(
     name="rmsnorm",

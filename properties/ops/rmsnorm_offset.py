@@ -17,7 +17,7 @@ output's rounding. offset + gamma is formed in fp32 by a careful kernel; in bf16
 from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.registry import register_op
 from oracles.rmsnorm import rmsnorm_backward_magnitudes, rmsnorm_reference
-from properties import values
+from harness.ops import values
 
 register_op(OpDecl(
     name="rmsnorm_offset",

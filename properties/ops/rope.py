@@ -24,7 +24,7 @@ rounding. Nothing is summed beyond the pair (no ``reduces``).
 from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.registry import register_op
 from oracles.rope import rope_backward, rope_magnitudes, rope_reference
-from properties import values
+from harness.ops import values
 
 OFFSETS = (0, 1, 37)
 TABLE_EXTRA = 40  # P - S: more than the largest offset, so every table has rows past the last position read

@@ -20,14 +20,14 @@ give exactly 0 and must not turn the row into NaN.
 from harness.registry.declare import OpDecl, Tensor
 from harness.registry.registry import register_op
 from oracles.softmax import softmax_backward_magnitudes, softmax_forward_magnitudes, softmax_reference
-from properties import row_kinds, values
+from harness.ops import row_kinds, values
 
 register_op(OpDecl(
     name="softmax",
     signature="f(x[M, N]) -> y[M, N]",
     inputs=(Tensor("x", "M, N"),),
     output="M, N",
-    leading="M",  # x[..., N]: cases also give M as 2 to 4 leading dims (properties.leading)
+    leading="M",  # x[..., N]: cases also give M as 2 to 4 leading dims (harness.ops.leading)
     reference=softmax_reference,
     terms=lambda x, dy, tiny=0.0: (softmax_forward_magnitudes(x, tiny), softmax_backward_magnitudes(x, dy, tiny)),
     reduces="N",

@@ -5,7 +5,7 @@ scaled_masked_softmax, an additive attention mask).
 Kernel signature: ``f(x[M, N], mask[M, N], scale: float) -> y[M, N]``, y in x's dtype,
 differentiable in x (the mask is a constant); x and the mask also ``[..., N]`` (leading dims, as
 ``softmax``). The mask holds 0 where kept and -inf or the
-dtype's most negative value where masked (properties.values.additive_mask), every row keeping an
+dtype's most negative value where masked (harness.ops.values.additive_mask), every row keeping an
 entry; row 0 is a causal prefix, a single kept entry. Checks: forward, dx, plus the common ones.
 
 Error model (harness.compare.rounding): twice the spread of the float64 reference and its
@@ -20,7 +20,7 @@ mask, or forgets it fails there.
 from harness.registry.declare import OpDecl, Scalar, Tensor
 from harness.registry.registry import register_op
 from oracles.softmax_masked import softmax_masked_magnitudes, softmax_masked_reference
-from properties import row_kinds, values
+from harness.ops import row_kinds, values
 
 register_op(OpDecl(
     name="softmax_masked",
@@ -28,7 +28,7 @@ register_op(OpDecl(
     inputs=(Tensor("x", "M, N"), Tensor("mask", "M, N", values="mask", differentiable=False),
             Scalar("scale", (0.125, 1.0, 3.0))),
     output="M, N",
-    leading="M",  # x and mask[..., N], as softmax: cases also give M as 2 to 4 leading dims (properties.leading)
+    leading="M",  # x and mask[..., N], as softmax: cases also give M as 2 to 4 leading dims (harness.ops.leading)
     reference=softmax_masked_reference,
     terms=softmax_masked_magnitudes,
     reduces="N",

@@ -21,7 +21,7 @@ import torch
 from harness.registry.declare import OpDecl, Tensor
 from harness.registry.registry import register_op
 from oracles.swiglu import swiglu_backward, swiglu_backward_magnitudes, swiglu_reference
-from properties import row_kinds, values
+from harness.ops import row_kinds, values
 
 FLUSH = 2.0**-102
 
@@ -41,7 +41,7 @@ register_op(OpDecl(
     signature="f(a[M, N], b[M, N]) -> y[M, N]",
     inputs=(Tensor("a", "M, N"), Tensor("b", "M, N")),
     output="M, N",
-    leading="M",  # x[..., N]: cases also give M as 2 to 4 leading dims (properties.leading)
+    leading="M",  # x[..., N]: cases also give M as 2 to 4 leading dims (harness.ops.leading)
     reference=swiglu_reference,
     backward=swiglu_backward,
     terms=terms,
