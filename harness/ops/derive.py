@@ -33,13 +33,14 @@ From the declared inputs the engine derives, identically for every declared op:
   and id; a generated case's seed is drawn.
 A dim the declaration derives (``OpDecl.derived``: D = 2 R, a table of S + 40 rows) is computed
 from the drawn ones wherever a case is made, and never drawn itself.
-Any method can be overridden in a subclass (``class MyOp(DeclaredOp)``) like any OpSpec's.
+Any method can be overridden in a subclass (``class MyOp(DeclaredOp)``).
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+import re
 from typing import Any
 
 import torch
@@ -49,7 +50,7 @@ from harness.cases.case import Case, content_seed, stable_least, stable_pick
 from harness.compare import rounding
 from harness.compare.tolerances import Tolerance
 from harness.registry.declare import Index, OpDecl, Scalar, Tensor
-from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
+from harness.registry.opspec import COMMON_CHECKS, Meta, OpInputs, upstreams
 from harness.errors import UsageError
 from harness.ops import apart, case_params, layouts, leading, row_kinds, strategies, values
 from vocabulary import Backend
@@ -74,8 +75,8 @@ INDEX_WIDTH_ROWS = (3, 4, 5)  # the dims that count rows
 INDEX_WIDTH_INNER = (7, 17, 33)  # the row length
 
 
-class DeclaredOp(OpSpec):
-    """The OpSpec of one OpDecl."""
+class DeclaredOp:
+    """The op spec (harness.registry.opspec.OpSpec) of one OpDecl."""
 
     def __init__(self, decl: OpDecl, declared_at: str = "") -> None:
         self.decl = decl
@@ -120,6 +121,30 @@ class DeclaredOp(OpSpec):
         self.wide_inputs += tuple((f"{layouts.UPSTREAM}_{name}", shape) for name, shape in decl.outputs[1:] if shape)
         # and each index tensor (a target read as T + row * stride), after them: 17 GB in int64
         self.wide_index = tuple((i.name, i.shape) for i in decl.inputs if isinstance(i, Index))
+
+    def check_names(self) -> tuple[str, ...]:
+        """Every name a record of this op's ``check`` field can carry (what a waiver may name)."""
+        return tuple(dict.fromkeys((self.forward_check, *self.output_checks, *self.grad_checks, *self.special_checks, *COMMON_CHECKS)))
+
+    def input_names(self) -> tuple[str, ...]:
+        """The kernel's arguments' names in order, read from ``signature`` (``f(x[M, N], gamma[N],
+        eps)`` -> x, gamma, eps): what per-tensor contract fields name."""
+        inner = self.signature[self.signature.find("(") + 1:]
+        names, depth, token = [], 0, ""
+        for ch in inner:
+            if depth == 0 and ch in ",)":
+                names.append(re.match(r"\s*(\w*)", token).group(1))
+                token = ""
+                if ch == ")":
+                    break
+                continue
+            depth += (ch == "[") - (ch == "]")
+            token += ch
+        return tuple(n for n in names if n)
+
+    def value_checks(self) -> tuple[str, ...]:
+        """Every value check: each output's, then each gradient's."""
+        return (*(self.output_checks or (self.forward_check,)), *self.grad_checks)
 
     # --- cases -----------------------------------------------------------------------
     def max_size(self, dim: str, backend: str) -> int:

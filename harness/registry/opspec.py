@@ -1,4 +1,4 @@
-"""What an op must provide to be verified: the interface every ``properties/ops/*.py`` implements.
+"""What an op must provide to be verified: the interface the engine reads an op through.
 
 An op is a math contract. Its spec builds inputs for a case, evaluates the float64 oracle,
 and says which gradients exist. The engine does the rest, identically for every op.
@@ -7,8 +7,7 @@ and says which gradients exist. The engine does the rest, identically for every 
 from __future__ import annotations
 
 import dataclasses
-import re
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import torch
 
@@ -44,79 +43,55 @@ class Meta:
     dtype: torch.dtype
 
 
-class OpSpec:
-    """Base class of op specs. Subclasses set the class attributes and implement the methods."""
+class OpSpec(Protocol):
+    """What the engine asks of an op (the suite, the runner, the registry). One implementer:
+    harness.ops.derive.DeclaredOp, built from an OpDecl; the registry accepts nothing else, so
+    every op has the declared ops' one error model (harness.compare.rounding)."""
 
-    name: str = ""
-    signature: str = ""  # human description of the kernel signature
-    forward_check: str = "forward"
-    grad_checks: tuple[str, ...] = ()  # one check name per position in OpInputs.grad_wrt
+    name: str
+    signature: str  # human description of the kernel signature
+    forward_check: str
+    grad_checks: tuple[str, ...]  # one check name per position in OpInputs.grad_wrt
     # the value check of each output of an op whose kernel returns several (a tuple: the first is
     # forward_check); () where the kernel returns one tensor
-    output_checks: tuple[str, ...] = ()
-    special_checks: tuple[str, ...] = ()  # further names check_name() may return (special cases)
+    output_checks: tuple[str, ...]
+    special_checks: tuple[str, ...]  # further names check_name() may return (special cases)
 
     def check_names(self) -> tuple[str, ...]:
         """Every name a record of this op's ``check`` field can carry (what a waiver may name)."""
-        return tuple(dict.fromkeys((self.forward_check, *self.output_checks, *self.grad_checks, *self.special_checks, *COMMON_CHECKS)))
 
     def input_names(self) -> tuple[str, ...]:
-        """The kernel's arguments' names in order, read from ``signature`` (``f(x[M, N], gamma[N],
-        eps)`` -> x, gamma, eps): what per-tensor contract fields name."""
-        inner = self.signature[self.signature.find("(") + 1:]
-        names, depth, token = [], 0, ""
-        for ch in inner:
-            if depth == 0 and ch in ",)":
-                names.append(re.match(r"\s*(\w*)", token).group(1))
-                token = ""
-                if ch == ")":
-                    break
-                continue
-            depth += (ch == "[") - (ch == "]")
-            token += ch
-        return tuple(n for n in names if n)
+        """The kernel's arguments' names in order (what per-tensor contract fields name)."""
 
     def validate_case(self, case: Case) -> None:
         """Raise UsageError naming the parameter, its value and what is allowed when ``case`` is
         not a case of this op (a ``--case`` typed by hand): a bad id is bad usage, not a kernel
-        failure. The default accepts every case; harness/ops/case_params.py has the checks."""
+        failure (harness/ops/case_params.py has the checks)."""
 
     def floor_cases(self, *, backend: str) -> Sequence[Case]:
         """Cases that always run, before the generated ones (the regression floor)."""
-        raise NotImplementedError
 
     def case_strategy(self, *, backend: str):
         """A hypothesis strategy of Case objects."""
-        raise NotImplementedError
 
     def make_inputs(self, case: Case, device: str) -> OpInputs:
         """Deterministic inputs for ``case`` (all randomness from the case's seed)."""
-        raise NotImplementedError
 
     def oracle(self, inputs: OpInputs) -> dict[str, torch.Tensor]:
-        """float64 values keyed by check name: the forward output and each gradient.
-
-        Optionally ``"<check>_magnitude"``: the size of the terms that formula cancels or sums,
-        against which rtol is applied where it exceeds |expected| (see harness.compare.allclose).
-        """
-        raise NotImplementedError
+        """float64 values keyed by check name: the forward output and each gradient, and
+        ``"<check>_magnitude"``: the rounding allowance of each (see harness.compare.allclose)."""
 
     def forward_meta(self, inputs: OpInputs) -> Meta:
         """Shape and dtype the forward output must have."""
-        raise NotImplementedError
 
     def forward_metas(self, inputs: OpInputs) -> list[Meta]:
-        """Shape and dtype of each output, in the order of ``output_checks`` (one: forward_meta's)."""
-        return [self.forward_meta(inputs)]
+        """Shape and dtype of each output, in the order of ``output_checks``."""
 
     def value_checks(self) -> tuple[str, ...]:
         """Every value check: each output's, then each gradient's."""
-        return (*(self.output_checks or (self.forward_check,)), *self.grad_checks)
 
     def check_name(self, check: str, case: Case) -> str:
         """Name under which a value check is recorded; an op may single out special cases."""
-        return check
 
     def tolerance(self, check: str, case: Case, dtype: torch.dtype) -> tolerances.Tolerance:
-        """Allowed error for one value check. Overrides must set atol and rtol and say why."""
-        return tolerances.for_dtype(dtype)
+        """Allowed error for one value check."""
