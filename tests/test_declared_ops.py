@@ -286,8 +286,11 @@ def test_register_op_takes_a_declaration_or_a_class_and_rejects_a_second_declara
     with pytest.raises(RegistryError, match="registered twice"):
         register_op(decl)
     assert REGISTRY.op("softmax").decl.reference is not decl.reference
-    flce = REGISTRY.op("fused_linear_cross_entropy")  # the class form: a DeclaredOp subclass with its own floor
-    assert type(flce).__name__ == "FusedLinearCrossEntropyOp" and flce.decl.name == "fused_linear_cross_entropy"
+    from harness.ops.derive import DeclaredOp
+
+    for tuned in ("fused_linear_cross_entropy", "attention"):  # their own floor and draws, as declaration hooks
+        op = REGISTRY.op(tuned)
+        assert type(op) is DeclaredOp and op.decl.floor is not None and op.decl.make_inputs is not None, tuned
     from harness.registry.opspec import OpSpec
 
     class Bare(OpSpec):  # no declaration: no error model but the dtype table, refused
@@ -444,3 +447,44 @@ def test_every_floor_shape_has_rows_none_ignored_and_some_ignored(backend):
         if c.get(layouts.WIDE) is None and int(c["N"]) > 1:
             seen.setdefault((int(c["N"]), int(c["V"])), set()).add(c["ignored"])
     assert seen and all({"none", "some"} <= kinds for kinds in seen.values()), seen
+
+
+def test_a_declarations_hooks_stand_in_for_the_derived_floor_pick_strategy_inputs_and_checks():
+    # bug class: a hook declared and silently ignored (the op would run the derived floor and
+    # inputs instead of its own), or a malformed hook taken until the first case calls it
+    from hypothesis import strategies as st
+
+    seen = []
+
+    def floor(op, backend):
+        return [op.picked({"M": 3, "N": 5}, torch.float32)]
+
+    def pick(op, shape, dtype, kind=None, layout=None):
+        return op.case(shape, dtype, layout or "offset", kind or "tiny", {}, None, 7)
+
+    def make_inputs(op, case, device):
+        seen.append(case.id)
+        return derive.DeclaredOp(op.decl.__class__(**{**base, "name": "plain_twin"})).make_inputs(case, device)
+
+    def validate(op, case):
+        if int(case["M"]) == 2:
+            raise derive.UsageError(f"--case {case.id}: M=2 is not allowed")
+
+    base = dict(name="hooked", signature="f(x[M, N]) -> y[M, N]", inputs=(Tensor("x", "M, N"),), output="M, N",
+                reference=lambda x: x * 2.0, value_kinds=("normal", "tiny"))
+    op = derive.DeclaredOp(OpDecl(**base, floor=floor, pick=pick, strategy=lambda op, backend: st.just(floor(op, backend)[0]),
+                                  make_inputs=make_inputs, validate=validate, dim_order=("N", "M"), layouts=("offset",)))
+    (case,) = op.floor_cases(backend="interpreter")
+    assert case.id == "hooked:M=3,N=5,dtype=float32,layout=offset,values=tiny,seed=7"
+    assert op.layouts == ("offset",) and op.dims == ("N", "M") and op._key({"M": 3, "N": 5}) == "N=5,M=3"
+    assert op.case_strategy(backend="interpreter").example().id == case.id
+    assert op.make_inputs(case, "cpu").args[0].shape == (3, 5) and seen == [case.id]
+    with pytest.raises(derive.UsageError, match="M=2 is not allowed"):
+        op.validate_case(Case.parse("hooked:M=2,N=5,dtype=float32,layout=offset,values=tiny,seed=7"))
+    op.validate_case(case)
+    plain = derive.DeclaredOp(OpDecl(**base))
+    assert plain.floor_cases(backend="interpreter")[0].id != case.id and plain.dims == ("M", "N")
+    with pytest.raises(RegistryError, match="floor must be a function of the op"):
+        OpDecl(**base, floor=[case])
+    with pytest.raises(RegistryError, match="dim_order"):
+        OpDecl(**base, dim_order=("M",))

@@ -121,6 +121,8 @@ class DeclaredOp:
         self.wide_inputs += tuple((f"{layouts.UPSTREAM}_{name}", shape) for name, shape in decl.outputs[1:] if shape)
         # and each index tensor (a target read as T + row * stride), after them: 17 GB in int64
         self.wide_index = tuple((i.name, i.shape) for i in decl.inputs if isinstance(i, Index))
+        self.dims = decl.dim_order or self.dims  # the drawn dims keep the inputs' order
+        self.layouts = decl.layouts or self.layouts
 
     def check_names(self) -> tuple[str, ...]:
         """Every name a record of this op's ``check`` field can carry (what a waiver may name)."""
@@ -229,7 +231,10 @@ class DeclaredOp:
         rows picked by a stable hash of the shape and dtype (``stable_pick``), then what the picks
         left out (``cover``), the plain cases, on CUDA the widest rows and the index-width cases,
         and the leading-dims cases. Nothing depends on a case's position: a floor that gains or
-        loses a shape keeps every other case (only a cover case may become unneeded)."""
+        loses a shape keeps every other case (only a cover case may become unneeded). A
+        declaration's ``floor`` stands in for all of it."""
+        if self.decl.floor is not None:
+            return self.decl.floor(self, backend)
         shapes = self.floor_shapes(backend)
         shapes += [s for s in self.declared_shapes(backend) if s not in shapes]
         kinds = self.decl.value_kinds
@@ -255,7 +260,10 @@ class DeclaredOp:
         """The floor case of ``shape`` in ``dtype``: what is not given picked by the shape and dtype's
         hash. Ignored rows ("none" or "some") alternate over the dtypes of a shape from a start
         the shape picks: "some" ignores the last row on purpose, so a shape that only ever had
-        "some" would never show a bug in its last rows (a row loop that stops a block early)."""
+        "some" would never show a bug in its last rows (a row loop that stops a block early).
+        A declaration's ``pick`` stands in for it."""
+        if self.decl.pick is not None:
+            return self.decl.pick(self, shape, dtype, kind, layout)
         key, name = self._key(shape), strategies.dtype_name(dtype)
         kind = kind or stable_pick(self.decl.value_kinds, self.name, key, name, "values")
         layout = layout or stable_pick(self.layouts, self.name, key, name, "layout")
@@ -422,7 +430,9 @@ class DeclaredOp:
     def validate_case(self, case: Case) -> None:
         """Every parameter is there and allowed (``case_checks``); the layout is one of the op's
         (or an index-width one, with a ``wide`` input it can stretch); a derived dim must be
-        what the drawn ones make it."""
+        what the drawn ones make it. A declaration's ``validate`` checks first."""
+        if self.decl.validate is not None:
+            self.decl.validate(self, case)
         case_params.validate(case, self.case_checks(case))
         drawn = {d: case.get(d) for d in self.free_dims}
         if self.decl.derived and all(isinstance(n, int) and not isinstance(n, bool) for n in drawn.values()):
@@ -446,6 +456,9 @@ class DeclaredOp:
             layouts.check_wide(case, {name: tuple(sizes[d] for d in dims) for name, dims in self.wide_inputs + self.wide_index})
 
     def case_strategy(self, *, backend: str):
+        if self.decl.strategy is not None:
+            return self.decl.strategy(self, backend)
+
         @st.composite
         def cases(draw):
             sizes = {}
@@ -465,6 +478,8 @@ class DeclaredOp:
 
     # --- inputs ----------------------------------------------------------------------
     def make_inputs(self, case: Case, device: str) -> OpInputs:
+        if self.decl.make_inputs is not None:
+            return self.decl.make_inputs(self, case, device)
         sizes = {d: int(case[d]) for d in self.dims}
         lead = leading.parse(case) if self.leading else None
         dtype = strategies.dtype_from_name(str(case["dtype"]))

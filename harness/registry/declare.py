@@ -197,6 +197,18 @@ class OpDecl:
     # intermediate is rounded by a relative 1 per element; the allowance adds it times the input
     # dtype's unit roundoff (harness.ops.derive); like ``terms`` it may take the keyword ``tiny``
     rounded_terms: Callable[..., tuple[Any, ...]] | None = None
+    # An op whose cases follow its kernels' tiles and its own inputs rather than the derived floor
+    # and draws (attention: heads tied, a KV cache's layouts; fused_linear_cross_entropy: logits
+    # drawn through x and weight) replaces those parts, each by a function whose first argument
+    # is the op (harness.ops.derive.DeclaredOp, whose ``case``, ``cover``, ``picked`` ... it
+    # calls); case ids, oracle, error model and checks stay the derived ones:
+    dim_order: tuple[str, ...] = ()  # the dims in a shape's key (its stable picks), where not the inputs' order
+    layouts: tuple[str, ...] = ()  # the layouts cases take, where not the derived ones
+    floor: Callable[[Any, str], list] | None = None  # (op, backend) -> the floor cases
+    pick: Callable[..., Any] | None = None  # (op, shape, dtype, kind, layout) -> the floor case of a shape
+    strategy: Callable[[Any, str], Any] | None = None  # (op, backend) -> a hypothesis strategy of cases
+    make_inputs: Callable[[Any, Any, str], Any] | None = None  # (op, case, device) -> OpInputs
+    validate: Callable[[Any, Any], None] | None = None  # (op, case), before the derived checks: raises UsageError
     # (name, dims) of each output when there are several (``output`` a dict), else ():
     # set from ``output``, whose own value becomes the first output's dims
     outputs: tuple[tuple[str, tuple[str, ...]], ...] = dataclasses.field(default=(), init=False)
@@ -217,6 +229,10 @@ class OpDecl:
             raise RegistryError(f"op {self.name!r}: reference must be callable")
         if self.rounded_terms is not None and not callable(self.rounded_terms):
             raise RegistryError(f"op {self.name!r}: rounded_terms must be callable or None")
+        for hook in ("floor", "pick", "strategy", "make_inputs", "validate"):
+            if getattr(self, hook) is not None and not callable(getattr(self, hook)):
+                raise RegistryError(f"op {self.name!r}: {hook} must be a function of the op or None, "
+                                    f"got {type(getattr(self, hook)).__name__}")
         scalars = {i.name for i in self.inputs if isinstance(i, Scalar)}
         for i in self.inputs:
             if isinstance(i, Index) and i.ignore is not None and i.ignore not in scalars:
@@ -243,6 +259,9 @@ class OpDecl:
                 or any(shape[:1] != (self.leading,) for shape in self.output_shapes)):
             raise RegistryError(f"op {self.name!r}: leading={self.leading!r} must name a drawn dim that comes first in "
                                 "each output's shape and in every input's shape that has it")
+        if self.dim_order and sorted(self.dim_order) != sorted(dims):
+            raise RegistryError(f"op {self.name!r}: dim_order={self.dim_order!r} must name each dim of the inputs "
+                                f"({sorted(dims)}) once")
         drawn = dims - set(self.derived)
         for shape in self.floor_shapes + self.floor_shapes_gpu:
             if not isinstance(shape, dict) or set(shape) != drawn or any(

@@ -487,9 +487,9 @@ def register_mutant(
 
 def register_op(spec: Any) -> Any:
     """Record an op: a call on a declaration, ``register_op(OpDecl(...))`` (harness.registry.declare),
-    from which harness.ops.derive builds the spec, or a subclass of ``harness.ops.derive.DeclaredOp``
-    (an OpDecl with its own floor, strategy or inputs: attention, fused_linear_cross_entropy), which
-    it instantiates. Either way the op has the declared ops' one error model. Returns its argument."""
+    from which harness.ops.derive builds the spec (an op with its own floor, strategy or inputs
+    gives them as the declaration's hooks: attention, fused_linear_cross_entropy), or a subclass
+    of ``harness.ops.derive.DeclaredOp`` built on one, which it instantiates. Either way the op has the declared ops' one error model. Returns its argument."""
     from harness.registry.declare import OpDecl
     from harness.ops.derive import DeclaredOp
 

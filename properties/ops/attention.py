@@ -55,7 +55,7 @@ from harness.registry.opspec import OpInputs
 from harness.registry.registry import register_op
 from oracles.attention import attention_backward_magnitudes, attention_forward_magnitudes, attention_reference
 from harness.ops import apart, layouts, strategies, values
-from harness.ops.derive import DeclaredOp, unique
+from harness.ops.derive import unique
 from vocabulary import Backend
 
 KINDS = ("normal", "large_logits", "negative_logits", "ties")
@@ -100,114 +100,95 @@ def _terms(q, k, v, causal, scale, do):
     return (attention_forward_magnitudes(q, k, v, causal, scale), *attention_backward_magnitudes(q, k, v, causal, scale, do))
 
 
-DECL = OpDecl(
-    name="attention",
-    signature="f(q[B, Hq, S, D], k[B, Hkv, T, D], v[B, Hkv, T, D], causal: bool, scale: float) -> o[B, Hq, S, D]",
-    inputs=(Tensor("q", "B, Hq, S, D"), Tensor("k", "B, Hkv, T, D"), Tensor("v", "B, Hkv, T, D"),
-            Scalar("causal", (True, False)), Scalar("scale", SCALES)),
-    output="B, Hq, S, D",
-    reference=attention_reference,
-    terms=_terms,
-    reduces=("D", "T"),
-    value_kinds=KINDS,
-    doc=__doc__,
-)
+def sized_case(op, shape: tuple[int, ...], dtype, layout: str, kind: str, causal: bool, scale: float,
+               seed: int | None = None, wide: str | None = None) -> Case:
+    return op.case(dict(zip(DIMS, shape)), dtype, layout, kind, {"causal": causal, "scale": scale}, None, seed, wide=wide)
 
 
-class AttentionOp(DeclaredOp):
-    """The declared op with its own floor, strategy, layouts and value kinds (module docstring)."""
+def pick(op, shape: dict[str, int], dtype, kind: str | None = None, layout: str | None = None) -> Case:
+    """The floor case of ``shape`` in ``dtype``, picked by content (DeclaredOp.picked): layout,
+    kind and scale by the shape and dtype, causal alternating over the dtypes of a shape."""
+    key, name = op._key(shape), strategies.dtype_name(dtype)
+    causal = (stable_pick(range(2), op.name, key, "causal") + strategies.DTYPES.index(dtype)) % 2 == 0
+    return sized_case(op, tuple(shape[n] for n in DIMS), dtype, layout or stable_pick(LAYOUTS, op.name, key, name, "layout"),
+                      kind or stable_pick(KINDS, op.name, key, name, "values"), causal,
+                      stable_pick(SCALES, op.name, key, name, "scale"))
 
-    def __init__(self) -> None:
-        super().__init__(DECL, declared_at=__file__)
-        self.dims = DIMS
-        self.layouts = LAYOUTS
 
-    def sized_case(self, shape: tuple[int, ...], dtype, layout: str, kind: str, causal: bool, scale: float,
-                   seed: int | None = None, wide: str | None = None) -> Case:
-        return self.case(dict(zip(DIMS, shape)), dtype, layout, kind, {"causal": causal, "scale": scale}, None, seed,
-                         wide=wide)
+def floor(op, backend: str) -> list[Case]:
+    shapes = [dict(zip(DIMS, s)) for s in FLOOR_SHAPES + (FLOOR_SHAPES_GPU if backend == Backend.CUDA else ())]
+    cases = []
+    for dtype in strategies.DTYPES:
+        picked = [op.picked(shape, dtype) for shape in shapes]
+        cases += picked + op.cover(shapes, dtype, picked) + op.apart_cases(shapes, dtype)
+    have = {(tuple(int(c[n]) for n in DIMS), c["layout"], c["dtype"], c["causal"]) for c in cases}
+    for shape in shapes + [dict(zip(DIMS, s)) for s in PLAIN_ONLY_SHAPES]:  # the plain case: contiguous fp32, causal
+        size = tuple(shape[n] for n in DIMS)
+        if (size, "contiguous", "float32", "true") not in have:
+            key = op._key(shape)
+            cases.append(sized_case(op, size, torch.float32, "contiguous", stable_pick(KINDS, op.name, key, "plain"),
+                                    True, stable_pick(SCALES, op.name, key, "plain")))
+    if backend == Backend.CUDA:
+        cases += index_width_cases(op)
+    return unique(cases)
 
-    def picked(self, shape: dict[str, int], dtype, kind: str | None = None, layout: str | None = None) -> Case:
-        """The floor case of ``shape`` in ``dtype``, picked by content (DeclaredOp.picked): layout,
-        kind and scale by the shape and dtype, causal alternating over the dtypes of a shape."""
-        key, name = self._key(shape), strategies.dtype_name(dtype)
-        causal = (stable_pick(range(2), self.name, key, "causal") + strategies.DTYPES.index(dtype)) % 2 == 0
-        return self.sized_case(tuple(shape[n] for n in DIMS), dtype, layout or stable_pick(LAYOUTS, self.name, key, name, "layout"),
-                               kind or stable_pick(KINDS, self.name, key, name, "values"), causal,
-                               stable_pick(SCALES, self.name, key, name, "scale"))
 
-    def floor_cases(self, *, backend: str) -> list[Case]:
-        shapes = [dict(zip(DIMS, s)) for s in FLOOR_SHAPES + (FLOOR_SHAPES_GPU if backend == Backend.CUDA else ())]
-        cases = []
-        for dtype in strategies.DTYPES:
-            picked = [self.picked(shape, dtype) for shape in shapes]
-            cases += picked + self.cover(shapes, dtype, picked) + self.apart_cases(shapes, dtype)
-        have = {(tuple(int(c[n]) for n in DIMS), c["layout"], c["dtype"], c["causal"]) for c in cases}
-        for shape in shapes + [dict(zip(DIMS, s)) for s in PLAIN_ONLY_SHAPES]:  # the plain case: contiguous fp32, causal
-            size = tuple(shape[n] for n in DIMS)
-            if (size, "contiguous", "float32", "true") not in have:
-                key = self._key(shape)
-                cases.append(self.sized_case(size, torch.float32, "contiguous", stable_pick(KINDS, self.name, key, "plain"),
-                                             True, stable_pick(SCALES, self.name, key, "plain")))
-        if backend == Backend.CUDA:
-            cases += self.index_width_cases()
-        return unique(cases)
+def index_width_cases(op) -> list[Case]:
+    """Each input (q, k, v, the upstream gradient) stretched in turn by each index-width layout."""
+    shape = tuple(INDEX_WIDTH_SIZES[n] for n in DIMS)
+    cases = []
+    for li, layout in enumerate(layouts.INDEX_WIDTH_LAYOUTS):
+        for k, (name, _) in enumerate(op.wide_inputs):
+            dtype = (torch.bfloat16, torch.float32)[(k + li) % 2]
+            cases.append(sized_case(op, shape, dtype, layout, "normal", (k + li) % 2 == 0, SCALES[k % 2], wide=name))
+    return cases
 
-    def index_width_cases(self) -> list[Case]:
-        """Each input (q, k, v, the upstream gradient) stretched in turn by each index-width layout."""
-        shape = tuple(INDEX_WIDTH_SIZES[n] for n in DIMS)
-        cases = []
-        for li, layout in enumerate(layouts.INDEX_WIDTH_LAYOUTS):
-            for k, (name, _) in enumerate(self.wide_inputs):
-                dtype = (torch.bfloat16, torch.float32)[(k + li) % 2]
-                cases.append(self.sized_case(shape, dtype, layout, "normal", (k + li) % 2 == 0, SCALES[k % 2],
-                                             wide=name))
-        return cases
 
-    def case_strategy(self, *, backend: str):
-        top = MAX_LENGTH.get(backend, MAX_LENGTH["interpreter"])
-        special = sorted(set(strategies.boundary_sizes(max_value=top, blocks=(16, 64))))
+def strategy(op, backend: str):
+    top = MAX_LENGTH.get(backend, MAX_LENGTH["interpreter"])
+    special = sorted(set(strategies.boundary_sizes(max_value=top, blocks=(16, 64))))
 
-        @st.composite
-        def cases(draw):
-            hkv, g = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-            s = draw(strategies.sizes(min_value=1, max_value=top, special=special))
-            t = draw(strategies.sizes(min_value=1, max_value=top, special=special))
-            shape = (draw(st.integers(1, 2)), hkv * g, hkv, s, t,
-                     draw(st.sampled_from(HEAD_DIMS.get(backend, HEAD_DIMS["interpreter"]))))
-            return self.sized_case(shape, draw(strategies.dtypes()), draw(st.sampled_from(LAYOUTS)),
-                                   draw(st.sampled_from(KINDS)), draw(st.booleans()), draw(st.sampled_from(SCALES)),
-                                   draw(strategies.seeds()))
+    @st.composite
+    def cases(draw):
+        hkv, g = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        s = draw(strategies.sizes(min_value=1, max_value=top, special=special))
+        t = draw(strategies.sizes(min_value=1, max_value=top, special=special))
+        shape = (draw(st.integers(1, 2)), hkv * g, hkv, s, t,
+                 draw(st.sampled_from(HEAD_DIMS.get(backend, HEAD_DIMS["interpreter"]))))
+        return sized_case(op, shape, draw(strategies.dtypes()), draw(st.sampled_from(LAYOUTS)),
+                          draw(st.sampled_from(KINDS)), draw(st.booleans()), draw(st.sampled_from(SCALES)),
+                          draw(strategies.seeds()))
 
-        return cases()
+    return cases()
 
-    def validate_case(self, case: Case) -> None:
-        sizes = {d: case.get(d) for d in DIMS}
-        bad = next((d for d, n in sizes.items() if isinstance(n, bool) or not isinstance(n, int) or n < 1), None)
-        if bad is not None:
-            raise UsageError(f"--case {case.id}: {bad}={sizes[bad]} is not allowed; {bad} must be a whole number >= 1")
-        if sizes["Hq"] % sizes["Hkv"]:
-            raise UsageError(f"--case {case.id}: Hq={sizes['Hq']} is not a multiple of Hkv={sizes['Hkv']}; "
-                             "pick Hq = G * Hkv")
-        super().validate_case(case)
 
-    # --- inputs ----------------------------------------------------------------------
-    def make_inputs(self, case: Case, device: str) -> OpInputs:
-        b, hq, hkv, s, t, d = (int(case[n]) for n in DIMS)
-        dtype = strategies.dtype_from_name(str(case["dtype"]))
-        layout, kind = str(case["layout"]), str(case["values"])
-        causal = DECL.inputs[3].from_case(case["causal"])
-        scale = float(case["scale"])
-        gen = values.generator(int(case["seed"]))
-        q, k = draw_scores(kind, (b, hq, s, d), (b, hkv, t, d), scale, gen)
-        v = torch.randn((b, hkv, t, d), generator=gen, dtype=torch.float64)
-        do = values.upstream((b, hq, s, d), gen)
-        wide = case.get(layouts.WIDE)
-        members = apart.Members()
-        placed = [place(x.to(dtype), layout, n, name, wide, device, members.next(tuple(x.shape))[1])
-                  for n, (name, x) in enumerate((("q", q), ("k", k), ("v", v), (layouts.UPSTREAM, do)))]
-        return OpInputs(args=(placed[0], placed[1], placed[2], causal, scale), grad_wrt=(0, 1, 2),
-                        upstream=placed[3], dtype=dtype, layout=layout)
+def validate(op, case: Case) -> None:
+    """Whole dims >= 1 and Hq a multiple of Hkv (the derived checks follow)."""
+    sizes = {d: case.get(d) for d in DIMS}
+    bad = next((d for d, n in sizes.items() if isinstance(n, bool) or not isinstance(n, int) or n < 1), None)
+    if bad is not None:
+        raise UsageError(f"--case {case.id}: {bad}={sizes[bad]} is not allowed; {bad} must be a whole number >= 1")
+    if sizes["Hq"] % sizes["Hkv"]:
+        raise UsageError(f"--case {case.id}: Hq={sizes['Hq']} is not a multiple of Hkv={sizes['Hkv']}; "
+                         "pick Hq = G * Hkv")
+
+
+def make_inputs(op, case: Case, device: str) -> OpInputs:
+    b, hq, hkv, s, t, d = (int(case[n]) for n in DIMS)
+    dtype = strategies.dtype_from_name(str(case["dtype"]))
+    layout, kind = str(case["layout"]), str(case["values"])
+    causal = op.decl.inputs[3].from_case(case["causal"])
+    scale = float(case["scale"])
+    gen = values.generator(int(case["seed"]))
+    q, k = draw_scores(kind, (b, hq, s, d), (b, hkv, t, d), scale, gen)
+    v = torch.randn((b, hkv, t, d), generator=gen, dtype=torch.float64)
+    do = values.upstream((b, hq, s, d), gen)
+    wide = case.get(layouts.WIDE)
+    members = apart.Members()
+    placed = [place(x.to(dtype), layout, n, name, wide, device, members.next(tuple(x.shape))[1])
+              for n, (name, x) in enumerate((("q", q), ("k", k), ("v", v), (layouts.UPSTREAM, do)))]
+    return OpInputs(args=(placed[0], placed[1], placed[2], causal, scale), grad_wrt=(0, 1, 2),
+                    upstream=placed[3], dtype=dtype, layout=layout)
 
 
 def draw_scores(kind: str, q_shape, k_shape, scale: float, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -249,4 +230,25 @@ def place(x: torch.Tensor, layout: str, n: int, name: str, wide: str | None, dev
     return layouts.place(x, layout, device)
 
 
-register_op(AttentionOp)
+DECL = OpDecl(
+    name="attention",
+    signature="f(q[B, Hq, S, D], k[B, Hkv, T, D], v[B, Hkv, T, D], causal: bool, scale: float) -> o[B, Hq, S, D]",
+    inputs=(Tensor("q", "B, Hq, S, D"), Tensor("k", "B, Hkv, T, D"), Tensor("v", "B, Hkv, T, D"),
+            Scalar("causal", (True, False)), Scalar("scale", SCALES)),
+    output="B, Hq, S, D",
+    reference=attention_reference,
+    terms=_terms,
+    reduces=("D", "T"),
+    value_kinds=KINDS,
+    doc=__doc__,
+    # its own floor, strategy, layouts and value kinds (module docstring)
+    dim_order=DIMS,
+    layouts=LAYOUTS,
+    floor=floor,
+    pick=pick,
+    strategy=strategy,
+    make_inputs=make_inputs,
+    validate=validate,
+)
+
+register_op(DECL)

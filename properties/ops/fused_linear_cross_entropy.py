@@ -51,7 +51,7 @@ from harness.registry.registry import register_op
 from oracles.fused_linear_ce import (fused_linear_ce_backward, fused_linear_ce_magnitudes, fused_linear_ce_reference,
                                      fused_linear_ce_rounded_gradients)
 from harness.ops import layouts, strategies, values
-from harness.ops.derive import DeclaredOp, unique
+from harness.ops.derive import unique
 from vocabulary import Backend
 
 PICKED_KINDS = ("normal", "large", "confident", "tiny", "mixed_scale", "ascending")
@@ -98,6 +98,106 @@ WIDE_INPUTS = ("x", "weight", "target")  # target: 1-D, index_width_rows only (1
 IGNORE_INDEX = (-100, -1, 0)
 
 
+def flce_case(op, n: int, d: int, v: int, dtype, layout: str, kind: str, ignored: str, ignore_index: int,
+              seed: int | None = None, wide: str | None = None) -> Case:
+    return op.case({"N": n, "D": d, "V": v}, dtype, layout, kind, {"ignore_index": ignore_index}, ignored, seed,
+                     wide=wide)
+
+
+def pick(op, shape: dict[str, int], dtype, kind: str | None = None, layout: str | None = None) -> Case:
+    """The floor case of ``shape`` in ``dtype``, picked by content (DeclaredOp.picked): layout,
+    kind and ignore_index by the shape and dtype, none / some ignored rows alternating over
+    the dtypes of a shape (a single row: none)."""
+    n, d, v = (shape[k] for k in ("N", "D", "V"))
+    key, name = op._key(shape), strategies.dtype_name(dtype)
+    start = stable_pick(range(2), op.name, key, "ignored")
+    ignored = ("none", "some")[(start + strategies.DTYPES.index(dtype)) % 2] if n > 1 else "none"
+    return flce_case(op, n, d, v, dtype, layout or stable_pick(strategies.LAYOUTS, op.name, key, name, "layout"),
+                          kind or stable_pick(PICKED_KINDS, op.name, key, name, "values"), ignored,
+                          stable_pick(IGNORE_INDEX + (v - 1,), op.name, key, name, "ignore_index"))
+
+
+def floor(op, backend: str) -> list[Case]:
+    def sized(table):
+        return [dict(N=n, D=d, V=v) for n, d, v in table]
+
+    shapes = sized(SHAPES_EDGE + SHAPES_NOALIGN + SHAPES_ALIGNED + SHAPES_CHUNKED + SHAPES_WIDE_VOCAB)
+    cases = []
+    for dtype in strategies.DTYPES:
+        picked = [op.picked(shape, dtype) for shape in shapes]
+        picked += [op.picked(shape, dtype, layout=layouts.MIXED) for shape in sized(SHAPES_MIXED)]
+        cases += picked + op.cover(shapes, dtype, picked, kinds=PICKED_KINDS)
+        cases += [op.picked(shape, dtype, kind="offset") for shape in sized(SHAPES_OFFSET)]
+        for n, d, v in SHAPES_ALL_IGNORED:
+            cases.append(flce_case(op, n, d, v, dtype, "contiguous", "normal", "all", -100))
+    if backend == Backend.CUDA:
+        # Many programs at once, only affordable on a GPU: 4096 rows make the forward's programs
+        # walk several vocabulary tiles each (the online rescale of the running sum matters:
+        # ascending logits raise the max tile after tile), and make the dW work of many row
+        # blocks overlap in time, where a missing atomic or barrier loses updates.
+        for n, d, v, dtype, kind in SHAPES_GPU_CONCURRENCY:
+            cases.append(flce_case(op, n, d, v, dtype, "contiguous", kind, "some", -100))
+        for n, d, v in SHAPES_GPU_WIDE_V:
+            cases.append(flce_case(op, n, d, v, torch.float32, "contiguous", "normal", "some", -100))
+        # index-width cases: x, then weight, with a row (then column) stride such that an
+        # offset computed in int32 passes 2**31 elements, then the target; every row counts (none ignored)
+        j = 0
+        stretched = [(li, layout, k, wide) for li, layout in enumerate(layouts.INDEX_WIDTH_LAYOUTS)
+                     for k, wide in enumerate(WIDE_INPUTS[:2])]
+        # then the target (T + row * stride_t): its 1-D view has one stride
+        stretched += [(0, layouts.INDEX_WIDTH_ROWS, 2, "target")]
+        for li, layout, k, wide in stretched:
+            n, d, v = SHAPES_INDEX_WIDTH[j % len(SHAPES_INDEX_WIDTH)]
+            dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]
+            cases.append(flce_case(op, n, d, v, dtype, layout, "normal", "none", -100, wide=wide))
+            j += 1
+    return unique(cases)
+
+
+def strategy(op, backend: str):
+    max_n, max_d, max_v, max_nv = LIMITS.get(backend, LIMITS["interpreter"])
+
+    @st.composite
+    def cases(draw):
+        v = draw(strategies.sizes(max_value=max_v, special=SPECIAL_V))
+        d = draw(strategies.sizes(max_value=max_d, special=SPECIAL_D))
+        n = draw(strategies.sizes(max_value=max_n, special=SPECIAL_N))
+        n = max(1, min(n, max_nv // v))
+        ignored = draw(st.sampled_from(IGNORED if n > 1 else ("none", "all")))
+        ii = draw(st.sampled_from(IGNORE_INDEX + (v - 1,)))
+        return flce_case(op, n, d, v, draw(strategies.dtypes()), draw(st.sampled_from(op.layouts)),
+                              draw(st.sampled_from(PICKED_KINDS)), ignored, ii, draw(strategies.seeds()))
+
+    return cases()
+
+
+def make_inputs(op, case: Case, device: str) -> OpInputs:
+    """The declaration's inputs, with x and weight drawn together so that the logits x @ weight.T
+    follow the case's value kind, and rows ignored as ``ignored`` says."""
+    n, d, v = int(case["N"]), int(case["D"]), int(case["V"])
+    dtype = strategies.dtype_from_name(str(case["dtype"]))
+    layout, kind, ii = str(case["layout"]), str(case["values"]), int(case["ignore_index"])
+    wide = case.get(layouts.WIDE)
+    gen = values.generator(int(case["seed"]))
+    classes = target_classes(n, v, ii, gen)
+    ignored = ignored_rows(str(case["ignored"]), n, gen)
+    target = torch.where(ignored, torch.full_like(classes, ii), classes)
+    x, w = logit_inputs(kind, classes, d, v, gen, dtype)
+    u = (0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)) * (1 if torch.rand((), generator=gen) < 0.5 else -1)
+    return OpInputs(
+        args=(
+            layouts.place(x.to(dtype), layouts.for_input(layout, 0, "x", wide), device),
+            layouts.place(w.to(dtype), layouts.for_input(layout, 1, "weight", wide), device),
+            layouts.place(target, layouts.for_input(layout, 2, "target", wide), device),
+            ii,
+        ),
+        grad_wrt=(0, 1),
+        upstream=u.to(dtype).to(device),
+        dtype=dtype,
+        layout=layout,
+    )
+
+
 DECL = OpDecl(
     name="fused_linear_cross_entropy",
     signature="f(x[N, D], weight[V, D], target[N] int64, ignore_index=-100) -> scalar",
@@ -113,114 +213,16 @@ DECL = OpDecl(
     value_kinds=VALUE_KINDS,
     forward_check="loss",
     doc=__doc__,
+    # its own floor (shapes by purpose, around the project kernel's tiles), size limits and logits
+    # (module docstring); the error model, oracle, checks and case parameters are the declaration's
+    floor=floor,
+    pick=pick,
+    strategy=strategy,
+    make_inputs=make_inputs,
 )
 
 
-class FusedLinearCrossEntropyOp(DeclaredOp):
-    """The declared op with its own floor (shapes by purpose, around the project kernel's tiles),
-    size limits and logits (module docstring); the error model, oracle, checks and case
-    parameters are the declaration's."""
-
-    def __init__(self) -> None:
-        super().__init__(DECL, declared_at=__file__)
-
-    def flce_case(self, n: int, d: int, v: int, dtype, layout: str, kind: str, ignored: str, ignore_index: int,
-                  seed: int | None = None, wide: str | None = None) -> Case:
-        return self.case({"N": n, "D": d, "V": v}, dtype, layout, kind, {"ignore_index": ignore_index}, ignored, seed,
-                         wide=wide)
-
-    def picked(self, shape: dict[str, int], dtype, kind: str | None = None, layout: str | None = None) -> Case:
-        """The floor case of ``shape`` in ``dtype``, picked by content (DeclaredOp.picked): layout,
-        kind and ignore_index by the shape and dtype, none / some ignored rows alternating over
-        the dtypes of a shape (a single row: none)."""
-        n, d, v = (shape[k] for k in ("N", "D", "V"))
-        key, name = self._key(shape), strategies.dtype_name(dtype)
-        start = stable_pick(range(2), self.name, key, "ignored")
-        ignored = ("none", "some")[(start + strategies.DTYPES.index(dtype)) % 2] if n > 1 else "none"
-        return self.flce_case(n, d, v, dtype, layout or stable_pick(strategies.LAYOUTS, self.name, key, name, "layout"),
-                              kind or stable_pick(PICKED_KINDS, self.name, key, name, "values"), ignored,
-                              stable_pick(IGNORE_INDEX + (v - 1,), self.name, key, name, "ignore_index"))
-
-    def floor_cases(self, *, backend: str) -> list[Case]:
-        def sized(table):
-            return [dict(N=n, D=d, V=v) for n, d, v in table]
-
-        shapes = sized(SHAPES_EDGE + SHAPES_NOALIGN + SHAPES_ALIGNED + SHAPES_CHUNKED + SHAPES_WIDE_VOCAB)
-        cases = []
-        for dtype in strategies.DTYPES:
-            picked = [self.picked(shape, dtype) for shape in shapes]
-            picked += [self.picked(shape, dtype, layout=layouts.MIXED) for shape in sized(SHAPES_MIXED)]
-            cases += picked + self.cover(shapes, dtype, picked, kinds=PICKED_KINDS)
-            cases += [self.picked(shape, dtype, kind="offset") for shape in sized(SHAPES_OFFSET)]
-            for n, d, v in SHAPES_ALL_IGNORED:
-                cases.append(self.flce_case(n, d, v, dtype, "contiguous", "normal", "all", -100))
-        if backend == Backend.CUDA:
-            # Many programs at once, only affordable on a GPU: 4096 rows make the forward's programs
-            # walk several vocabulary tiles each (the online rescale of the running sum matters:
-            # ascending logits raise the max tile after tile), and make the dW work of many row
-            # blocks overlap in time, where a missing atomic or barrier loses updates.
-            for n, d, v, dtype, kind in SHAPES_GPU_CONCURRENCY:
-                cases.append(self.flce_case(n, d, v, dtype, "contiguous", kind, "some", -100))
-            for n, d, v in SHAPES_GPU_WIDE_V:
-                cases.append(self.flce_case(n, d, v, torch.float32, "contiguous", "normal", "some", -100))
-            # index-width cases: x, then weight, with a row (then column) stride such that an
-            # offset computed in int32 passes 2**31 elements, then the target; every row counts (none ignored)
-            j = 0
-            stretched = [(li, layout, k, wide) for li, layout in enumerate(layouts.INDEX_WIDTH_LAYOUTS)
-                         for k, wide in enumerate(WIDE_INPUTS[:2])]
-            # then the target (T + row * stride_t): its 1-D view has one stride
-            stretched += [(0, layouts.INDEX_WIDTH_ROWS, 2, "target")]
-            for li, layout, k, wide in stretched:
-                n, d, v = SHAPES_INDEX_WIDTH[j % len(SHAPES_INDEX_WIDTH)]
-                dtype = INDEX_WIDTH_DTYPES[(k + li) % len(INDEX_WIDTH_DTYPES)]
-                cases.append(self.flce_case(n, d, v, dtype, layout, "normal", "none", -100, wide=wide))
-                j += 1
-        return unique(cases)
-
-    def case_strategy(self, *, backend: str):
-        max_n, max_d, max_v, max_nv = LIMITS.get(backend, LIMITS["interpreter"])
-
-        @st.composite
-        def cases(draw):
-            v = draw(strategies.sizes(max_value=max_v, special=SPECIAL_V))
-            d = draw(strategies.sizes(max_value=max_d, special=SPECIAL_D))
-            n = draw(strategies.sizes(max_value=max_n, special=SPECIAL_N))
-            n = max(1, min(n, max_nv // v))
-            ignored = draw(st.sampled_from(IGNORED if n > 1 else ("none", "all")))
-            ii = draw(st.sampled_from(IGNORE_INDEX + (v - 1,)))
-            return self.flce_case(n, d, v, draw(strategies.dtypes()), draw(st.sampled_from(self.layouts)),
-                                  draw(st.sampled_from(PICKED_KINDS)), ignored, ii, draw(strategies.seeds()))
-
-        return cases()
-
-    def make_inputs(self, case: Case, device: str) -> OpInputs:
-        """The declaration's inputs, with x and weight drawn together so that the logits x @ weight.T
-        follow the case's value kind, and rows ignored as ``ignored`` says."""
-        n, d, v = int(case["N"]), int(case["D"]), int(case["V"])
-        dtype = strategies.dtype_from_name(str(case["dtype"]))
-        layout, kind, ii = str(case["layout"]), str(case["values"]), int(case["ignore_index"])
-        wide = case.get(layouts.WIDE)
-        gen = values.generator(int(case["seed"]))
-        classes = target_classes(n, v, ii, gen)
-        ignored = ignored_rows(str(case["ignored"]), n, gen)
-        target = torch.where(ignored, torch.full_like(classes, ii), classes)
-        x, w = logit_inputs(kind, classes, d, v, gen, dtype)
-        u = (0.5 + 3.0 * torch.rand((), generator=gen, dtype=torch.float64)) * (1 if torch.rand((), generator=gen) < 0.5 else -1)
-        return OpInputs(
-            args=(
-                layouts.place(x.to(dtype), layouts.for_input(layout, 0, "x", wide), device),
-                layouts.place(w.to(dtype), layouts.for_input(layout, 1, "weight", wide), device),
-                layouts.place(target, layouts.for_input(layout, 2, "target", wide), device),
-                ii,
-            ),
-            grad_wrt=(0, 1),
-            upstream=u.to(dtype).to(device),
-            dtype=dtype,
-            layout=layout,
-        )
-
-
-register_op(FusedLinearCrossEntropyOp)
+register_op(DECL)
 
 
 def target_classes(n: int, v: int, ignore_index: int, gen: torch.Generator) -> torch.Tensor:
