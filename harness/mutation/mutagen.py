@@ -424,6 +424,7 @@ def register_module_mutants(module_name: str, entries: list[KernelEntry]) -> int
                     "diff": mutation.diff,
                     "fingerprint": mutation.fingerprint,
                     "kernel": entry.name,
+                    **({"schema": True} if i in plans else {}),  # a branch of its module's schema (harness.mutation.schema)
                     **({"backends": list(backends)} if backends is not None else {}),
                 },
             )(fn)
