@@ -312,7 +312,7 @@ def _dispatch(jitfn: Any, plan: Plan, name: str) -> None:
             if name not in built.source.takes_mutant:  # a rebuilt schema left this function as it was
                 return target.run(*args, **kwargs)
             try:
-                return (own_run if target is jitfn else target._schema_run)(*args, **{**kwargs, PARAM: mutant.id})
+                return target._schema_run(*args, **{**kwargs, PARAM: mutant.id})
             except Exception as exc:
                 if mutagen.incompetence(exc) is None:
                     raise
