@@ -191,10 +191,10 @@ def test_through_the_workers_each_mutant_has_the_same_status_and_killing_case_wi
             settings = RunSettings("interpreter", 0, 0, (), campaign.mutant_modules(), case, stop_at_first_failure=True)
             jobs.append(settings.job(op, name, timeout=600))
         got = run_jobs(jobs, parallel=2)
-        results[flag] = [(r.status, r.incompetent, [(x.check, x.case_id, x.passed) for x in r.records][:1],
+        results[flag] = [(r.status, r.incompetent, [(x.check, x.case_id) for x in r.records if not x.passed][:1],
                           any(specializations.ALONE in k for x in r.records for k in (x.specializations or ())))
                          for r in got]
-    assert [r[:3] for r in results["1"]] == [r[:3] for r in results["0"]]
+    assert [r[:3] for r in results["1"]] == [r[:3] for r in results["0"]], results
     assert all(r[3] for r in results["1"] if not r[1])  # the schema ran: its launches carry the alone key
     assert not any(r[3] for r in results["0"])
-    assert any(r[2] and not r[2][0][2] for r in results["1"])  # killed ones among them
+    assert sum(bool(r[2]) for r in results["1"]) >= 3, results  # killed ones among them, each by its case
