@@ -84,11 +84,27 @@ def test_a_schema_mutant_computes_exactly_what_it_computes_built_alone(module, s
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(3))
     picked = list(plans)[::max(1, len(plans) // 12)]
     outcomes, competent = set(), set()
+    specializations.install()
+    specializations.drain()
     for i in picked:
         in_schema, alone = _pair(module, i, plans, found, entry)
-        a, b = _outcome(in_schema, x), _outcome(alone, x)
+        a = _outcome(in_schema, x)
+        keys_schema = specializations.drain()
+        b = _outcome(alone, x)
+        keys_alone = specializations.drain()
         assert _same(a, b), f"{found[i].operator} #{i + 1}:\n{found[i].diff}"
         assert in_schema.incompetent == alone.incompetent
+        # the keys it would launch built alone: the same launches, the clean kernels' programs where
+        # its change does not reach, a program of its own where it does
+        own = {specializations.split(k)[1] for k in keys_schema}
+        assert _programs(own) == _programs(set(keys_alone)), found[i].diff
+        if i + 1 in plans[i].members:
+            reached = plans[i].built.source.changes[i + 1]  # its function and the module's jit callers of it
+            assert found[i].function in reached
+            assert {k for k in own if "." not in k.split("#")[1].split("(")[0]} == \
+                {k for k in keys_alone if not any(f".{f}#" in k for f in reached)}
+        else:  # it left the schema (its branch does not compile): its launches are those of it alone
+            assert own == set(keys_alone)
         outcomes.add(a if isinstance(a, str) else "ran")
         if alone.incompetent is None:
             competent.add(i + 1)
@@ -99,6 +115,13 @@ def test_a_schema_mutant_computes_exactly_what_it_computes_built_alone(module, s
     clean = entry.fn
     assert not any(hasattr(v, "alone_source") for v in vars(__import__(module, fromlist=["x"])).values())
     assert clean is mutagen.project_entries(module)[0].fn
+
+
+def _programs(keys: set[str]) -> set[str]:
+    """Keys with their program digest left out."""
+    import re
+
+    return {re.sub(r"#[0-9a-f]+(\.[0-9]+)?\(", "#(", k) for k in keys}
 
 
 def _forced_error(built, mutant_id: int):

@@ -46,6 +46,7 @@ import traceback
 from typing import Any, Callable
 
 from harness.mutation import mutagen
+from harness.run import specializations
 
 PARAM = "MUTANT"
 ENV = "HARNESS_SCHEMATA"  # "0": every generated mutant built alone (mutate --no-schemata)
@@ -311,11 +312,13 @@ def _dispatch(jitfn: Any, plan: Plan, name: str) -> None:
             target = built.mod.__dict__[name]
             if name not in built.source.takes_mutant:  # a rebuilt schema left this function as it was
                 return target.run(*args, **kwargs)
+            launch = {**kwargs, PARAM: mutant.id}
             try:
-                return target._schema_run(*args, **{**kwargs, PARAM: mutant.id})
+                return target._schema_run(*args, **launch)
             except Exception as exc:
                 if mutagen.incompetence(exc) is None:
                     raise
+                specializations.forget(target, args, launch)  # redone below: by the rebuilt schema or alone
                 j = built.branch_of(exc)
                 plan.leave({mutant.id if j is None else j})
         raise RuntimeError(f"the schema of {plan.module} did not settle")  # pragma: no cover - each pass removes a member
@@ -327,8 +330,6 @@ def _dispatch(jitfn: Any, plan: Plan, name: str) -> None:
 def _alone_source(plan: Plan, name: str, jitfn: Any) -> str:
     """What ``harness.run.specializations`` names this launch's program with if the running mutant
     were built alone: its own program for a function its change reaches, else the clean module's."""
-    from harness.run import specializations
-
     mutant = _running[0]
     built = plan.built
     if mutant is not None and built is not None and name in built.source.changes.get(mutant.id, ()):

@@ -44,6 +44,15 @@ def install() -> None:
     launches.observe(_note)
 
 
+def forget(kernel, args: tuple, kwargs: dict) -> None:
+    """Take back a launch's key: it never ran as noted (a schema's launch that a mutant's branch
+    made fail, redone by the mutant built alone: harness.mutation.schema)."""
+    try:
+        _state["new"].discard(key(kernel, args, kwargs))
+    except Exception:  # as in _note: a cost figure is never the reason a launch fails
+        pass
+
+
 def drain() -> tuple[str, ...]:
     """The keys launched since the last drain."""
     new, _state["new"] = _state["new"], set()
