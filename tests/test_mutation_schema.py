@@ -98,13 +98,12 @@ def test_a_schema_mutant_computes_exactly_what_it_computes_built_alone(module, s
         # its change does not reach, a program of its own where it does
         own = {specializations.split(k)[1] for k in keys_schema}
         assert _programs(own) == _programs(set(keys_alone)), found[i].diff
-        if i + 1 in plans[i].members:
-            reached = plans[i].built.source.changes[i + 1]  # its function and the module's jit callers of it
-            assert found[i].function in reached
-            assert {k for k in own if "." not in k.split("#")[1].split("(")[0]} == \
-                {k for k in keys_alone if not any(f".{f}#" in k for f in reached)}
-        else:  # it left the schema (its branch does not compile): its launches are those of it alone
-            assert own == set(keys_alone)
+        # (a mutant whose branch Triton refuses left the schema on the way: the same, whichever way it ran)
+        reached = plans[i].reach(i + 1)  # its function and the module's jit callers of it
+        assert found[i].function in reached
+        unreached = [{k for k in keys if not any(f".{f}#" in k for f in reached)} for keys in (own, set(keys_alone))]
+        assert unreached[0] == unreached[1]  # the clean kernels' programs
+        assert all(f"#{found[i].fingerprint}(" in k for k in own - unreached[0])  # its own, by its fingerprint
         outcomes.add(a if isinstance(a, str) else "ran")
         if alone.incompetent is None:
             competent.add(i + 1)
@@ -172,10 +171,11 @@ def test_a_branch_that_does_not_compile_leaves_the_schema_and_its_mutant_runs_al
     keys = specializations.drain()
     if who == "another":  # rebuilt without it, the running mutant stays in the schema
         assert a.id in plan.members and plan.built is not None and culprit not in plan.built.source.branches
-        assert any(specializations.ALONE in k for k in keys if "_softmax_forward" in k)
+        assert any(schema.PARAM in specializations.split(k)[0] for k in keys if "_softmax_forward" in k)
     else:  # the running mutant's own branch: it runs built alone, from this launch on
         assert a.id not in plan.members and a.namespace
-        assert not any(specializations.ALONE in k for k in keys if "_softmax_forward" in k)
+        launched = [specializations.split(k)[0] for k in keys if "_softmax_forward" in k]
+        assert launched and not any(schema.PARAM in k for k in launched)  # its own module's program
     assert _same(_outcome(b, x), _outcome(alone_b, x))
     assert runs == [] or runs[0] != culprit
 

@@ -375,4 +375,4 @@ def specializations(outcomes: list[Outcome]) -> dict:
             "without_schemata": {"total": len(every_alone), "per_kernel": {k: len(v) for k, v in sorted(alone.items())}}}
 
 
-_SOURCE_DIGEST = re.compile(r"#[0-9a-f]+(\.[0-9]+)?\(")  # a program digest (a schema mutant built alone: .<id>)
+_SOURCE_DIGEST = re.compile(r"#[0-9a-f]+\(")  # a program's digest (a schema mutant's own: its fingerprint)

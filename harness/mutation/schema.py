@@ -119,7 +119,6 @@ class Source:
     text: str
     branches: dict[int, tuple[str, int, int]]
     takes_mutant: frozenset[str]  # the jit functions given the MUTANT parameter
-    changes: dict[int, frozenset[str]]  # id -> the jit functions whose code that mutant alone changes
 
 
 def schema_source(members: dict[int, mutagen.Mutation]) -> Source:
@@ -147,8 +146,7 @@ def schema_source(members: dict[int, mutagen.Mutation]) -> Source:
             chain = [ast.If(test, [branch], chain)]
         getattr(twin[id(holder)], field)[idx] = chain[0]
     jits = {fn.name: fn for fn in pristine.body if mutagen._is_jit_def(fn)}
-    calls = {name: {c.func.id for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
-                    and c.func.id in jits} for name, fn in jits.items()}
+    calls = _calls(pristine)
     branched = {m.function for m in members.values()}
     takes = set(branched)
     while True:
@@ -164,8 +162,14 @@ def schema_source(members: dict[int, mutagen.Mutation]) -> Source:
             if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in takes:
                 c.keywords.append(ast.keyword(PARAM, ast.Name(PARAM, ast.Load())))
     text = ast.unparse(ast.fix_missing_locations(pristine)) + "\n"
-    changes = {k: frozenset(_callers(m.function, calls)) for k, m in members.items()}
-    return Source(text, _branches(text), frozenset(takes), changes)
+    return Source(text, _branches(text), frozenset(takes))
+
+
+def _calls(tree: ast.Module) -> dict[str, set[str]]:
+    """Each jit function of the module -> the module's jit functions it calls."""
+    jits = {fn.name: fn for fn in tree.body if mutagen._is_jit_def(fn)}
+    return {name: {c.func.id for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                   and c.func.id in jits} for name, fn in jits.items()}
 
 
 def _annotation() -> ast.expr | None:
@@ -220,6 +224,11 @@ class Plan:
         self.module, self.mutations = module, members
         self.members: set[int] = set(members)
         self.built: Built | None = None
+        self._calls = _calls(next(iter(members.values()))._tree) if members else {}
+
+    def reach(self, ident: int) -> set[str]:
+        """The jit functions whose program mutant ``ident`` changes: its own and their callers."""
+        return _callers(self.mutations[ident].function, self._calls)
 
     def current(self) -> Built | None:
         """The built schema of the current members (built on first use); None when it has none."""
@@ -297,7 +306,7 @@ def _dispatch(jitfn: Any, plan: Plan, name: str) -> None:
     """Wrap one schema jit function's ``run``: the launch goes to the current schema with the
     running mutant's id, or to the running mutant's own module once it has left the schema."""
     own_run = jitfn.run
-    jitfn.alone_source = lambda: _alone_source(plan, name, jitfn)
+    jitfn.alone_source = lambda: _alone_source(plan, name)
     jitfn.schema_params = (PARAM,)
 
     def run(*args, **kwargs):
@@ -327,15 +336,14 @@ def _dispatch(jitfn: Any, plan: Plan, name: str) -> None:
     jitfn.run = run
 
 
-def _alone_source(plan: Plan, name: str, jitfn: Any) -> str:
+def _alone_source(plan: Plan, name: str) -> str:
     """What ``harness.run.specializations`` names this launch's program with if the running mutant
-    were built alone: its own program for a function its change reaches, else the clean module's."""
+    were built alone: a program of its own for a function its change reaches (named by the
+    mutation's fingerprint, the same in the schema and alone), else the clean module's."""
     mutant = _running[0]
-    built = plan.built
-    if mutant is not None and built is not None and name in built.source.changes.get(mutant.id, ()):
-        return f"{specializations.source(jitfn.fn)}.{mutant.id}"
-    clean = getattr(importlib.import_module(plan.module), name, None)
-    return specializations.source(getattr(clean, "fn", None) or jitfn.fn)
+    if mutant is not None and name in plan.reach(mutant.id):
+        return plan.mutations[mutant.id].fingerprint
+    return specializations.source(getattr(importlib.import_module(plan.module), name).fn)
 
 
 class SchemaMutant(mutagen.SourceMutant):
@@ -345,6 +353,16 @@ class SchemaMutant(mutagen.SourceMutant):
     def __init__(self, plan: Plan, ident: int, module: str, kernel: str, name: str, source: Callable[[], str]):
         super().__init__(module, kernel, name, source)
         self.plan, self.id = plan, ident
+
+    def build(self) -> Callable[..., Any]:
+        """Built alone (it left the schema): its changed programs are named as in the schema, so
+        the count of each mutant alone sees one program whichever way a launch ran."""
+        fn = super().build()
+        for name in self.plan.reach(self.id):
+            jitfn = self.namespace.get(name)
+            if jitfn is not None and not hasattr(jitfn, "alone_source"):
+                jitfn.alone_source = lambda label=self.plan.mutations[self.id].fingerprint: label
+        return fn
 
     def __call__(self, *args, **kwargs):
         _running[0] = self
