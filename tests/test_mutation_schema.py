@@ -98,12 +98,7 @@ def test_a_schema_mutant_computes_exactly_what_it_computes_built_alone(module, s
         # its change does not reach, a program of its own where it does
         own = {specializations.split(k)[1] for k in keys_schema}
         assert _programs(own) == _programs(set(keys_alone)), found[i].diff
-        # (a mutant whose branch Triton refuses left the schema on the way: the same, whichever way it ran)
-        reached = plans[i].reach(i + 1)  # its function and the module's jit callers of it
-        assert found[i].function in reached
-        unreached = [{k for k in keys if not any(f".{f}#" in k for f in reached)} for keys in (own, set(keys_alone))]
-        assert unreached[0] == unreached[1]  # the clean kernels' programs
-        assert all(f"#{found[i].fingerprint}(" in k for k in own - unreached[0])  # its own, by its fingerprint
+        assert own == set(keys_alone)  # (one whose branch Triton refuses left the schema on the way: the same)
         outcomes.add(a if isinstance(a, str) else "ran")
         if alone.incompetent is None:
             competent.add(i + 1)

@@ -43,6 +43,7 @@ import hashlib
 import importlib
 import os
 import traceback
+import types
 from typing import Any, Callable
 
 from harness.mutation import mutagen
@@ -225,10 +226,31 @@ class Plan:
         self.members: set[int] = set(members)
         self.built: Built | None = None
         self._calls = _calls(next(iter(members.values()))._tree) if members else {}
+        self._alone: dict[int, dict[str, str]] = {}  # per mutant: its reached functions' digests alone
 
     def reach(self, ident: int) -> set[str]:
         """The jit functions whose program mutant ``ident`` changes: its own and their callers."""
         return _callers(self.mutations[ident].function, self._calls)
+
+    def alone(self, ident: int, name: str) -> str:
+        """The digest (harness.run.specializations.source) of jit function ``name`` of mutant
+        ``ident`` built alone, without executing it: its module's source compiled, the functions
+        its change reaches made from that code over the clean module's globals (the mutations
+        change jit functions only), the others the clean module's."""
+        found = self._alone.get(ident)
+        if found is None:
+            clean = importlib.import_module(self.module)
+            code = compile(self.mutations[ident].source, f"<mutant {ident} of {self.module}>", "exec")
+            codes = {c.co_name: c for c in code.co_consts if isinstance(c, types.CodeType)}
+            namespace = dict(vars(clean))
+            made = {}
+            for function in self.reach(ident):
+                made[function] = types.FunctionType(codes[function], namespace, function)
+                namespace[function] = _Program(made[function])
+            found = self._alone[ident] = {f: specializations.source(fn) for f, fn in made.items()}
+        if name in found:
+            return found[name]
+        return specializations.source(getattr(importlib.import_module(self.module), name).fn)
 
     def current(self) -> Built | None:
         """The built schema of the current members (built on first use); None when it has none."""
@@ -336,14 +358,23 @@ def _dispatch(jitfn: Any, plan: Plan, name: str) -> None:
     jitfn.run = run
 
 
+class _Program:
+    """A jit function as harness.run.specializations.source reads one: its Python function."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def run(self, *args, **kwargs):  # pragma: no cover - never launched: only read for its code
+        raise RuntimeError("a stand-in for a digest, never launched")
+
+
 def _alone_source(plan: Plan, name: str) -> str:
     """What ``harness.run.specializations`` names this launch's program with if the running mutant
-    were built alone: a program of its own for a function its change reaches (named by the
-    mutation's fingerprint, the same in the schema and alone), else the clean module's."""
+    were built alone (``Plan.alone``)."""
     mutant = _running[0]
-    if mutant is not None and name in plan.reach(mutant.id):
-        return plan.mutations[mutant.id].fingerprint
-    return specializations.source(getattr(importlib.import_module(plan.module), name).fn)
+    if mutant is None:
+        return specializations.source(getattr(importlib.import_module(plan.module), name).fn)
+    return plan.alone(mutant.id, name)
 
 
 class SchemaMutant(mutagen.SourceMutant):
@@ -353,16 +384,6 @@ class SchemaMutant(mutagen.SourceMutant):
     def __init__(self, plan: Plan, ident: int, module: str, kernel: str, name: str, source: Callable[[], str]):
         super().__init__(module, kernel, name, source)
         self.plan, self.id = plan, ident
-
-    def build(self) -> Callable[..., Any]:
-        """Built alone (it left the schema): its changed programs are named as in the schema, so
-        the count of each mutant alone sees one program whichever way a launch ran."""
-        fn = super().build()
-        for name in self.plan.reach(self.id):
-            jitfn = self.namespace.get(name)
-            if jitfn is not None and not hasattr(jitfn, "alone_source"):
-                jitfn.alone_source = lambda label=self.plan.mutations[self.id].fingerprint: label
-        return fn
 
     def __call__(self, *args, **kwargs):
         _running[0] = self
