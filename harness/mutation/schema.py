@@ -173,13 +173,17 @@ def _calls(tree: ast.Module) -> dict[str, set[str]]:
                    and c.func.id in jits} for name, fn in jits.items()}
 
 
+def _interpreting() -> bool:
+    from harness.run import backend
+
+    return backend.current().is_interpreter
+
+
 def _annotation() -> ast.expr | None:
     """``MUTANT``'s annotation: none on a GPU (a runtime int, one compile for every id); in the
     interpreter, which compiles nothing, a constexpr: ``MUTANT == k`` is then a Python comparison,
     not a tensor operation on every program's every branch (the same branch is taken)."""
-    from harness.run import backend
-
-    if backend.current().is_interpreter:
+    if _interpreting():
         return ast.Attribute(ast.Name("tl", ast.Load()), "constexpr", ast.Load())
     return None
 
@@ -234,18 +238,21 @@ class Plan:
 
     def alone(self, ident: int, name: str) -> str:
         """The digest (harness.run.specializations.source) of jit function ``name`` of mutant
-        ``ident`` built alone, without executing it: its module's source compiled, the functions
-        its change reaches made from that code over the clean module's globals (the mutations
-        change jit functions only), the others the clean module's."""
+        ``ident`` built alone, without executing it: its mutated module compiled, the functions
+        its change reaches made over the clean module's globals (the mutations change one jit
+        function each), the others the clean module's."""
         found = self._alone.get(ident)
         if found is None:
             clean = importlib.import_module(self.module)
-            code = compile(self.mutations[ident].source, f"<mutant {ident} of {self.module}>", "exec")
-            codes = {c.co_name: c for c in code.co_consts if isinstance(c, types.CodeType)}
+            mutation = self.mutations[ident]
+            # the whole module, compiled as mutagen compiles it (a function compiled alone can differ)
+            code = compile(mutation.source, f"<mutant {ident} of {self.module}>", "exec")
+            changed = next(c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == mutation.function)
             namespace = dict(vars(clean))
             made = {}
-            for function in self.reach(ident):
-                made[function] = types.FunctionType(codes[function], namespace, function)
+            for function in self.reach(ident):  # its callers' own code is the clean one
+                own = changed if function == mutation.function else getattr(clean, function).fn.__code__
+                made[function] = types.FunctionType(own, namespace, function)
                 namespace[function] = _Program(made[function])
             found = self._alone[ident] = {f: specializations.source(fn) for f, fn in made.items()}
         if name in found:
@@ -261,10 +268,12 @@ class Plan:
                 self.members = set()
         return self.built
 
-    def leave(self, ids: set[int]) -> None:
-        """These members run built alone from now on; the schema is rebuilt without them."""
+    def leave(self, ids: set[int], *, rebuild: bool = True) -> None:
+        """These members run built alone from now on; ``rebuild``: the schema is rebuilt without
+        them (on the next launch), else the built one stays (its branch for them is never taken)."""
         self.members -= ids
-        self.built = None
+        if rebuild:
+            self.built = None
 
 
 class Built:
@@ -284,13 +293,13 @@ class Built:
         return mutagen.registered(self.entries, kernel, self.plan.module, "schema")
 
     def branch_of(self, exc: BaseException) -> int | None:
-        """The member whose branch holds the line a compile error names, if one does."""
+        """The mutant whose branch holds the line a compile error names, if one does."""
         line = _error_line(exc, self)
         if line is None:
             return None
         function, at = line
         return next((k for k, (fn, lo, hi) in self.source.branches.items()
-                     if k in self.plan.members and (function is None or fn == function) and lo <= at <= hi), None)
+                     if (function is None or fn == function) and lo <= at <= hi), None)
 
 
 def _error_line(exc: BaseException, built: Built) -> tuple[str | None, int] | None:
@@ -327,7 +336,6 @@ def _def_lines(built: Built) -> list[tuple[str, int]]:
 def _dispatch(jitfn: Any, plan: Plan, name: str) -> None:
     """Wrap one schema jit function's ``run``: the launch goes to the current schema with the
     running mutant's id, or to the running mutant's own module once it has left the schema."""
-    own_run = jitfn.run
     jitfn.alone_source = lambda: _alone_source(plan, name)
     jitfn.schema_params = (PARAM,)
 
@@ -351,10 +359,14 @@ def _dispatch(jitfn: Any, plan: Plan, name: str) -> None:
                     raise
                 specializations.forget(target, args, launch)  # redone below: by the rebuilt schema or alone
                 j = built.branch_of(exc)
-                plan.leave({mutant.id if j is None else j})
+                # the interpreter runs the running mutant's branch only: its own error leaves the
+                # schema as it is for the others; a GPU compiles every branch: rebuilt without it
+                own = j is None or j == mutant.id
+                plan.leave({mutant.id if own else j}, rebuild=not (own and _interpreting()))
         raise RuntimeError(f"the schema of {plan.module} did not settle")  # pragma: no cover - each pass removes a member
 
-    jitfn._schema_run = own_run
+    # the class's run, looked up at each launch (harness.run.launches wraps it, maybe after this)
+    jitfn._schema_run = lambda *args, **kwargs: type(jitfn).run(jitfn, *args, **kwargs)
     jitfn.run = run
 
 
