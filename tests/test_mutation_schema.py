@@ -57,6 +57,11 @@ def test_the_schema_holds_each_eligible_mutant_as_a_branch_and_the_kept_apart_on
     operators = {found[i].operator for i in plans}
     assert "drop_upcast" not in operators and {"drop_mask", "loop_bound", "sum_to_max"} <= operators
     assert any(m.operator == "drop_upcast" for m in found)  # generated, and kept apart
+    # a change inside a shape (a perturbed constexpr there changes a tile's shape) stays alone
+    tree = ast.parse("def f(x, BLOCK):\n    a = tl.arange(0, BLOCK + 1)\n    b = tl.zeros([BLOCK, 2], dtype=x)\n    c = x + 1\n")
+    parents = schema._parents(tree)
+    constants = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Constant)), key=lambda n: (n.lineno, n.col_offset))
+    assert [schema._in_shape(n, parents) for n in constants] == [True, True, True, False]
     plan = plans[next(iter(plans))]
     source = schema.schema_source(plan.mutations)
     assert set(source.branches) == {i + 1 for i in plans}
