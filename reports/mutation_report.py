@@ -133,9 +133,12 @@ def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> 
     spec = report.get("specializations")
     if spec and spec.get("total"):
         per = ", ".join(f"{k} {n}" for k, n in spec["per_kernel"].items())
-        console.print(f"Triton specializations of the mutants' runs (what CUDA compiles): {spec['total']}; "
-                      f"{spec['shared_source']} if each kernel's mutants shared one compile per key (schemata); "
-                      f"per kernel: {per}", highlight=False, markup=False, soft_wrap=True)
+        alone = spec.get("without_schemata") or {}
+        before = (f"; {alone['total']} with each mutant built alone (per kernel: "
+                  + ", ".join(f"{k} {n}" for k, n in alone.get("per_kernel", {}).items()) + ")") if alone else ""
+        console.print(f"Triton specializations of the mutants' runs (what CUDA compiles): {spec['total']} "
+                      f"(per kernel: {per}){before}; {spec['shared_source']} if each kernel's mutants, catalog and "
+                      "host ones too, shared one compile per key", highlight=False, markup=False, soft_wrap=True)
 
     weak = report.get("weak_kills") or []
     if weak:

@@ -215,7 +215,7 @@ def test_targets_judge_the_fastest_project_kernel_against_its_goal_and_the_other
     assert benchmark.assess_targets([benchmark.Workload("w", make=None, bytes={})], results) == []
 
 
-# The four row-wise ops: (module, project kernel's name, LLM workload, its bytes, inputs of a small
+# The row-wise ops: (module, project kernel's name, LLM workload, its bytes, inputs of a small
 # call, the torch implementation's name). Bug classes: a byte count that makes the bandwidth
 # column wrong, an LLM shape that is not the one named, an implementation wired with another
 # signature or another formula than the op.
@@ -231,6 +231,9 @@ def _small_args(op, device):
         return (torch.randn(*_LN, generator=gen).mul(4).to(device),)
     if op == "swiglu":
         return (torch.randn(*_LN, generator=gen).to(device), torch.randn(*_LN, generator=gen).to(device))
+    if op == "add_rmsnorm":
+        x, r, w = torch.randn(*_LN, generator=gen), torch.randn(*_LN, generator=gen), torch.randn(257, generator=gen)
+        return (x.to(device), r.to(device), w.to(device), 1e-6)
     logits = torch.randn(6, 300, generator=gen).mul(2)
     target = torch.tensor([3, -100, 299, 0, 17, -100])
     return (logits.to(device), target.to(device), -100)
@@ -241,6 +244,8 @@ _NEW_BENCHES = {
                    "torch F.layer_norm"),
     "softmax": ("32768x4096 bf16", 2 * 32768 * 4096 * 2, 5 * 32768 * 4096 * 2, "torch.softmax"),
     "swiglu": ("32768x4096 bf16", 3 * 32768 * 4096 * 2, 8 * 32768 * 4096 * 2, "torch F.silu(a) * b"),
+    "add_rmsnorm": ("32768x4096 bf16", (4 * 32768 * 4096 + 4096) * 2, (7 * 32768 * 4096 + 3 * 4096) * 2,
+                    "torch add + F.rms_norm"),
     "cross_entropy": ("N=16384 V=128256 bf16", 16384 * 128256 * 2 + 8 * 16384,
                       3 * 16384 * 128256 * 2 + 16 * 16384, "torch F.cross_entropy"),
 }

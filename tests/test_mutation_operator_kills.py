@@ -1,5 +1,5 @@
 """Each GPU / softmax-family mutation operator, applied to a small fixture kernel through the
-campaign's own path (mutagen.register_module_mutants -> SourceMutant, re-jitted in memory), yields
+campaign's own path (generated.register_module_mutants -> SourceMutant, re-jitted in memory), yields
 a mutant the interpreter tells apart from the original: killed. The barrier and int64 operators
 cannot be observed there (one sequential thread per program; CPU-sized offsets: only the CUDA
 floor's index-width cases pass 2**31 elements), so their mutants must carry backends=["cuda"]
@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from harness.mutation import campaign, mutagen
+from harness.mutation import generated as generated_mutants
 from harness.registry.registry import REGISTRY
 
 MODULE = "tests.fixtures.operator_targets"
@@ -29,7 +30,7 @@ def kernels():
 def generated(kernels, kernel: str, function: str, operator: str) -> list:
     """The generated mutants of one jit function by one operator, as the campaign registers them."""
     with REGISTRY.capturing() as captured:
-        mutagen.register_module_mutants(MODULE, [kernels[kernel]])
+        generated_mutants.register_module_mutants(MODULE, [kernels[kernel]])
     prefix = f"gen.{function.lstrip('_')}.{operator}."
     found = [e for e in captured if e.name.startswith(prefix)]
     assert found, f"{operator} generated no mutant of {function}"

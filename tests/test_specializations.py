@@ -102,7 +102,28 @@ def test_the_campaign_counts_a_key_once_per_kernel_source():
         outcome("m1", [shared, "kernels.softmax._bwd#bbbb(X:*fp32:D)"]),
         outcome("m2", [shared, "kernels.softmax._bwd#cccc(X:*fp32:D)"]),
     ])
-    assert found == {"total": 3, "shared_source": 2, "per_kernel": {"softmax/triton_softmax": 3}}
+    assert found == {"total": 3, "shared_source": 2, "per_kernel": {"softmax/triton_softmax": 3},
+                     "without_schemata": {"total": 3, "per_kernel": {"softmax/triton_softmax": 3}}}
+
+
+def test_a_schemas_keys_count_once_and_each_mutant_alone_beside_them():
+    from harness.mutation.campaign import specializations as campaign_count
+    from harness.mutation.outcome import Outcome, Status
+
+    def outcome(name, keys):
+        entry = KernelEntry("softmax", name, None, Contract(), "kernel", "test", "here", meta={"kernel": "triton_softmax"})
+        return Outcome(entry, Status.KILLED, specializations=tuple(keys))
+
+    def schema_key(mutant):  # the schema's program, and the one the mutant built alone would compile
+        return (f"kernels.softmax._bwd#5555(X:*fp32:D, MUTANT:i32){specializations.ALONE}"
+                f"kernels.softmax._bwd#ab{mutant}(X:*fp32:D)")  # its fingerprint
+
+    shared = "kernels.softmax._fwd#aaaa(X:*fp32:D)"
+    found = campaign_count([outcome("m1", [shared, schema_key(1)]), outcome("m2", [shared, schema_key(2)]),
+                            outcome("cat", [shared, "kernels.softmax._bwd#cccc(X:*fp32:D)"])])
+    assert found["total"] == 3 and found["per_kernel"] == {"softmax/triton_softmax": 3}
+    assert found["without_schemata"] == {"total": 4, "per_kernel": {"softmax/triton_softmax": 4}}
+    assert found["shared_source"] == 2
 
 
 def test_a_merged_campaign_keeps_each_parts_count_never_their_sum():

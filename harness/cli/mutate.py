@@ -65,6 +65,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-memcheck", action="store_true",
                    help="on a GPU, skip the compute-sanitizer memcheck looks (the first look at the mutants "
                         "memcheck killed last time, the second look at survivors)")
+    p.add_argument("--no-schemata", action="store_true",
+                   help="build every generated mutant alone (default: the generated mutants of a kernel module run "
+                        "as branches of one module, its schema, one CUDA compile per key for all of them; "
+                        "HARNESS_SCHEMATA=0 does the same)")
     p.add_argument("--isolate", action="store_true",
                    help="a fresh worker process for every mutant (default: a healthy worker runs mutant after "
                         "mutant; a crash, hang or CUDA error still costs only that worker)")

@@ -262,6 +262,7 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
         originals, op = per_op[e.op]
         parts = {
             "mutant": {"name": e.name, "fingerprint": e.meta.get("fingerprint"), "diff": e.meta.get("diff"),
+                       "schema": bool(e.meta.get("schema")),  # its saved specialization keys are a schema's
                        "closure": entry_closure(e), "contract": repr(e.contract)},
             "kernel": {"op": e.op, "name": e.name, "closure": originals},
             "op": op,

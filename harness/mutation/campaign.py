@@ -351,17 +351,28 @@ def minimal_cases(outcomes: list[Outcome]) -> list[dict]:
 
 
 def specializations(outcomes: list[Outcome]) -> dict:
-    """The Triton specializations the mutants' runs would compile on CUDA: each mutant's kernel
-    source is a program of its own, so a key counts once per (kernel source, key) (a kernel the
-    mutant left as it was shares the clean kernel's compiles: harness.run.specializations.source);
-    in total and per mutated kernel. ``shared_source``: the count if the mutants of a kernel
-    shared one compile per key (mutant schemata: the mutation chosen by a runtime argument)."""
+    """The Triton specializations the mutants' runs compile on CUDA: a key counts once per
+    (program, key) (a kernel a mutant left as it was shares the clean kernel's compiles:
+    harness.run.specializations.source; the generated mutants of a module's schema share the
+    schema's: harness.mutation.schema); in total and per mutated kernel. ``without_schemata``:
+    the same count with each mutant built alone (each changed kernel a program of its own);
+    ``shared_source``: the count if every mutant of a kernel, catalog and host ones too, shared one
+    compile per key."""
+    from harness.run.specializations import split
+
     per_kernel: dict[str, set[str]] = collections.defaultdict(set)
+    alone: dict[str, set[str]] = collections.defaultdict(set)
     for o in outcomes:
-        per_kernel[f"{o.entry.op}/{o.entry.meta.get('kernel') or o.entry.op}"].update(o.specializations)
+        kernel = f"{o.entry.op}/{o.entry.meta.get('kernel') or o.entry.op}"
+        for key in o.specializations:
+            compiled, own = split(key)
+            per_kernel[kernel].add(compiled)
+            alone[kernel].add(own)
     every = set().union(*per_kernel.values()) if per_kernel else set()
-    return {"total": len(every), "shared_source": len({_SOURCE_DIGEST.sub("(", k, count=1) for k in every}),
-            "per_kernel": {k: len(v) for k, v in sorted(per_kernel.items())}}
+    every_alone = set().union(*alone.values()) if alone else set()
+    return {"total": len(every), "shared_source": len({_SOURCE_DIGEST.sub("(", k, count=1) for k in every_alone}),
+            "per_kernel": {k: len(v) for k, v in sorted(per_kernel.items())},
+            "without_schemata": {"total": len(every_alone), "per_kernel": {k: len(v) for k, v in sorted(alone.items())}}}
 
 
-_SOURCE_DIGEST = re.compile(r"#[0-9a-f]+\(")
+_SOURCE_DIGEST = re.compile(r"#[0-9a-f]+\(")  # a program's digest (a schema mutant's own: its fingerprint)

@@ -76,6 +76,10 @@ def _finish(report, refused: str | None = None, *, scored: bool = True) -> dict:
 
 
 def campaign_exit(args: argparse.Namespace) -> int:
+    from harness.mutation import schema
+
+    if getattr(args, "no_schemata", False):  # before any mutant is registered, here and in every worker
+        os.environ[schema.ENV] = "0"
     backend = common.prepare(args)
     started = time.monotonic()
     setup = set_up(args, backend)
@@ -83,6 +87,7 @@ def campaign_exit(args: argparse.Namespace) -> int:
     try:
         reused = reused_by(args, setup)
         header = campaign_header(args, setup)
+        header["schemata"] = schema.enabled()
         check, outcomes = _run_pool(args, setup, reused, header, stop=tests.clean_failed if tests else None)
     except BaseException:
         if tests is not None:

@@ -63,6 +63,7 @@ class SourceMutant:
         self.module, self.kernel, self.name = module, kernel, name
         self._source = source
         self._fn: Callable[..., Any] | None = None
+        self.namespace: dict[str, Any] = {}  # the built module's globals (its jit functions by name)
         self.incompetent: str | None = None
 
     def mark_incompetent(self, why: str) -> None:
@@ -74,7 +75,8 @@ class SourceMutant:
     def build(self) -> Callable[..., Any]:
         if self._fn is None:
             try:
-                self._fn = build_module(self.module, self._source(), self.kernel, self.name, self.mark_incompetent)
+                mod, self._fn = built(self.module, self._source(), self.kernel, self.name, self.mark_incompetent)
+                self.namespace = mod.__dict__
             except (SyntaxError, RegistryError) as exc:  # unparseable, or registers nothing to run
                 self.mark_incompetent(f"the mutated module does not build: {type(exc).__name__}: {exc}")
                 raise
@@ -88,8 +90,25 @@ def build_module(module_name: str, source: str, kernel: str, mutant: str,
                  on_incompetent: Callable[[str], None] | None = None) -> Callable[..., Any]:
     """Execute ``source`` as a copy of ``module_name``; return the callable it registers as
     ``kernel``. A launch of its jit functions that Triton refuses calls ``on_incompetent``."""
+    return built(module_name, source, kernel, mutant, on_incompetent)[1]
+
+
+def built(module_name: str, source: str, kernel: str, mutant: str,
+          on_incompetent: Callable[[str], None] | None = None) -> tuple[types.ModuleType, Callable[..., Any]]:
+    """``build_module``'s module and callable."""
+    mod, captured = exec_module(module_name, source, mutant)
+    for value in list(mod.__dict__.values()):
+        if on_incompetent is not None and is_jit(value):
+            guard_launches(value, on_incompetent)
+    return mod, registered(captured, kernel, module_name, mutant)
+
+
+def exec_module(module_name: str, source: str, label: str,
+                namespace: dict[str, Any] | None = None) -> tuple[types.ModuleType, list[KernelEntry]]:
+    """Execute ``source`` as a copy of ``module_name`` (``namespace``: globals set before it runs)
+    under a file name that exists only in ``linecache``; the module and the entries it registers."""
     digest = hashlib.sha1(source.encode()).hexdigest()[:10]
-    filename = f"<mutant {mutant} of {module_name} {digest}>"
+    filename = f"<mutant {label} of {module_name} {digest}>"
     lines = source.splitlines(keepends=True)
     linecache.cache[filename] = (len(source), None, lines, filename)
     original = importlib.import_module(module_name)
@@ -97,13 +116,16 @@ def build_module(module_name: str, source: str, kernel: str, mutant: str,
     mod = types.ModuleType(copy_name, original.__doc__)
     mod.__file__ = filename
     mod.__package__ = original.__package__
+    mod.__dict__.update(namespace or {})
     sys.modules[copy_name] = mod
     code = compile(source, filename, "exec")
     with REGISTRY.capturing() as captured:
         exec(code, mod.__dict__)
-    for value in list(mod.__dict__.values()):
-        if on_incompetent is not None and is_jit(value):
-            guard_launches(value, on_incompetent)
+    return mod, list(captured)
+
+
+def registered(captured: list[KernelEntry], kernel: str, module_name: str, mutant: str) -> Callable[..., Any]:
+    """The callable a mutated copy of ``module_name`` registered as ``kernel``."""
     found = [e for e in captured if e.name == kernel]
     if not found:
         names = ", ".join(e.name for e in captured) or "none"
@@ -364,42 +386,6 @@ def generated_name(entry: KernelEntry, mutation: Mutation, several: bool) -> str
     fn = mutation.function.lstrip("_")
     prefix = f"gen.{entry.name}." if several else "gen."
     return f"{prefix}{fn}.{mutation.operator}.{mutation.index}"
-
-
-def register_generated() -> int:
-    """Register every generated mutant of every project kernel (built lazily); returns the count."""
-    return sum(register_module_mutants(m, project_entries(m)) for m in project_modules())
-
-
-def register_module_mutants(module_name: str, entries: list[KernelEntry]) -> int:
-    """Register every generated mutant of one module, once per kernel entry it defines; returns
-    the count. A mutant of an operator listed in ``BACKENDS`` carries those backends in its meta
-    (observable only there, see campaign.observable_on)."""
-    from harness.mutation.operators import BACKENDS
-
-    count = 0
-    for mutation in mutations(module_name) if entries else []:
-        for entry in entries:
-            name = generated_name(entry, mutation, len(entries) > 1)
-            fn = SourceMutant(module_name, entry.name, name, lambda m=mutation: m.source)
-            backends = BACKENDS.get(mutation.operator)
-            register_mutant(
-                entry.op,
-                name=name,
-                contract=entry.contract,
-                origin=Origin.GENERATED,
-                description=f"{mutation.operator} in {mutation.function} at {mutation.location}",
-                meta={
-                    "operator": mutation.operator,
-                    "location": mutation.location,
-                    "diff": mutation.diff,
-                    "fingerprint": mutation.fingerprint,
-                    "kernel": entry.name,
-                    **({"backends": list(backends)} if backends is not None else {}),
-                },
-            )(fn)
-            count += 1
-    return count
 
 
 # --- hand-written (catalog) mutants ------------------------------------------------------------

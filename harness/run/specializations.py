@@ -14,7 +14,10 @@ compiles (or loads from its disk cache), within what the key leaves out: the tar
 attributes, equal for every launch of a run. A key names its function with a digest of the code
 Triton compiles (``source``): a mutant's kernels that its change left as they were keep the clean
 kernel's keys (one compile on CUDA), the ones it changed get keys of their own (the campaign's
-count, harness.mutation.campaign.specializations).
+count, harness.mutation.campaign.specializations). A launch of a mutant schema's function
+(harness.mutation.schema: the generated mutants of a module in one program, the mutant chosen by
+a runtime argument) is keyed by the schema's program, and carries the key its mutant would have
+built alone after ``ALONE`` (the count without schemata, kept beside it).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from harness.run import launches
 _state: dict = {"new": set(), "signatures": {}, "sources": weakref.WeakKeyDictionary()}
 _MUTANT_SUFFIX = re.compile(r"__mutant_[0-9a-f]+$")  # harness.mutation.mutagen's copy of a module
 _SKIP = ("grid", "warmup")
+ALONE = " alone "  # a schema launch's key: "<compiled key> alone <the key of its mutant built alone>"
 
 
 def _note(kernel, args: tuple, kwargs: dict) -> None:
@@ -38,6 +42,15 @@ def _note(kernel, args: tuple, kwargs: dict) -> None:
 
 def install() -> None:
     launches.observe(_note)
+
+
+def forget(kernel, args: tuple, kwargs: dict) -> None:
+    """Take back a launch's key: it never ran as noted (a schema's launch that a mutant's branch
+    made fail, redone by the mutant built alone: harness.mutation.schema)."""
+    try:
+        _state["new"].discard(key(kernel, args, kwargs))
+    except Exception:  # as in _note: a cost figure is never the reason a launch fails
+        pass
 
 
 def drain() -> tuple[str, ...]:
@@ -118,6 +131,7 @@ def key(kernel, args: tuple, kwargs: dict) -> str:
     plain = _names(kernel, "do_not_specialize", params)
     unaligned = _names(kernel, "do_not_specialize_on_alignment", params)
     parts = []
+    schema = set(getattr(kernel, "schema_params", ()))  # a schema's mutant id: a runtime int on CUDA, always
     for name, parameter in sig.parameters.items():
         if name not in bound:
             value = parameter.default
@@ -125,7 +139,7 @@ def key(kernel, args: tuple, kwargs: dict) -> str:
                 continue
         else:
             value = bound[name]
-        if _is_constexpr(parameter):
+        if _is_constexpr(parameter) and name not in schema:
             parts.append(f"{name}={value!r}")
             continue
         try:
@@ -135,4 +149,17 @@ def key(kernel, args: tuple, kwargs: dict) -> str:
         parts.append(f"{name}:{':'.join(str(s) for s in spec)}")
     options = [f"{k}={v!r}" for k, v in sorted(kwargs.items()) if k not in sig.parameters and k not in _SKIP]
     module = _MUTANT_SUFFIX.sub("", fn.__module__)
-    return f"{module}.{fn.__qualname__}#{source(fn)}({', '.join(parts + options)})"
+    compiled = f"{module}.{fn.__qualname__}#{source(fn)}({', '.join(parts + options)})"
+    alone = getattr(kernel, "alone_source", None)
+    if alone is None:
+        return compiled
+    hidden = tuple(f"{name}:" for name in getattr(kernel, "schema_params", ()))
+    kept = [p for p in parts if not p.startswith(hidden)]
+    return f"{compiled}{ALONE}{module}.{fn.__qualname__}#{alone()}({', '.join(kept + options)})"
+
+
+def split(key_text: str) -> tuple[str, str]:
+    """(the program a launch compiles, the one it would compile if its mutant were built alone):
+    the same but for a schema's launch (harness.mutation.schema)."""
+    compiled, _, alone = key_text.partition(ALONE)
+    return compiled, alone or compiled
