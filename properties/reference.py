@@ -87,6 +87,9 @@ class ReferenceOp(DeclaredOp):
         self.function: Callable | None = None  # the reference as given (in_dtype casts it)
         # per output, its dtype where the reference returns integers or bools (compared exactly), else None
         self.out_dtypes: tuple[torch.dtype | None, ...] = ()
+        # on a GPU, the dims of one case at the problem's real sizes where they fit
+        # (harness.reference.sizing.real_dims: KernelBench's example scaled for every other case)
+        self.real: dict[str, int] | None = None
         self._cast: dict[tuple, Callable] = {}
 
     def oracle(self, inputs) -> dict[str, torch.Tensor]:
@@ -151,7 +154,17 @@ class ReferenceOp(DeclaredOp):
         in the op's dtypes."""
         cases = [c for c in super().floor_cases(backend=backend) + beyond.cases(self, backend)
                  if c.get("dtype") in self.dtype_names()]
-        return unique(cases + self.option_cases(cases))
+        return unique(cases + self.option_cases(cases) + self.real_cases(backend))
+
+    def real_cases(self, backend: str) -> list:
+        """On a GPU, one case at the real sizes (``real``): the op's first dtype and value kind,
+        contiguous, the example's scalars."""
+        from vocabulary import Backend
+
+        if backend != Backend.CUDA or not self.real:
+            return []
+        scalars = {s.name: self.example_scalars.get(s.name, s.values[0]) for s in self.scalars}
+        return [self.case(dict(self.real), self.dtypes[0], "contiguous", self.decl.value_kinds[0], scalars, "none")]
 
     def option_cases(self, cases: list) -> list:
         """Per dtype, each value of each option (a Scalar of several values: reduction='none',

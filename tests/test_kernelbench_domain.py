@@ -245,3 +245,64 @@ def test_the_terms_summed_are_read_from_the_reference_not_the_largest_dim():
     assert summed_length(lambda x: torch.cumsum(x, 1), [torch.randn(4, 50)]) == 50  # a row's last element
     assert summed_length(lambda x: F.conv2d(x, w), [torch.randn(2, 3, 20, 24)]) == 75  # channels x window
     assert summed_length(torch.relu, [torch.randn(4, 50)]) == 1  # elementwise
+
+
+# --- the real sizes on a GPU that holds them --------------------------------------------------
+
+def _relu_problem(batch: int, dim: int):
+    import types
+
+    mod = types.ModuleType("relu_problem")
+    mod.batch_size, mod.dim = batch, dim
+    mod.Model = type("Model", (torch.nn.Module,), {"forward": lambda self, x: torch.relu(x)})
+    mod.get_inputs = lambda: [torch.randn(mod.batch_size, mod.dim)]
+    mod.get_init_inputs = lambda: []
+    return mod
+
+
+def test_the_real_sizes_footprint_is_read_on_the_meta_device():
+    mod = _relu_problem(4096, 393216)  # KernelBench's ReLU: 6 GiB of input, never allocated here
+    n = 4096 * 393216
+    assert sizing.footprint(mod, mod.Model) == n * (4 + 8) * 2  # input + float64 copy, output + float64
+
+
+def test_on_a_gpu_the_real_sizes_run_as_one_case_where_free_memory_holds_them_with_the_margin():
+    need = 4096 * 2048 * 12 * 2  # 192 MiB: past the GPU case budget (2^22 elements a tensor), so scaled
+    for free, runs in ((int(need * sizing.REAL_MARGIN), True), (int(need * sizing.REAL_MARGIN) - 1, False),
+                       (1 << 40, True)):
+        mod = _relu_problem(4096, 2048)
+        scaling = sizing.fit(mod, mod.Model, backend="cuda", free_memory=free)
+        assert scaling.scaled and scaling.largest_after <= sizing.GPU_ELEMENTS  # every other case: scaled
+        assert scaling.real is runs and scaling.record()["real_case"] is runs
+        assert ("plus one case at the real sizes" if runs else "real sizes not run") in scaling.text()
+    assert sizing.real_case(None, 1 << 40) == (False, "real sizes not run: their memory could not be read on the "
+                                                      "meta device")
+    mod = _relu_problem(4096, 2048)  # the CPU interpreter: as before, no real-size case and no word of one
+    scaling = sizing.fit(mod, mod.Model, backend="interpreter")
+    assert scaling.scaled and not scaling.real and "real sizes" not in scaling.text()
+    small = _relu_problem(64, 64)  # within the budget: the real sizes are every case's
+    assert not sizing.fit(small, small.Model, backend="cuda", free_memory=1 << 30).real
+
+
+def test_the_real_case_is_one_gpu_floor_case_at_the_example_dims_and_none_where_the_weights_were_scaled(monkeypatch):
+    from harness.kernelbench import _OnDevice
+    from properties.reference import from_reference
+
+    monkeypatch.setattr(sizing, "GPU_ELEMENTS", 1 << 12)  # a small scaled example: the declaration probes it on the host
+    mod = _relu_problem(4096, 2048)
+    sizing.fit(mod, mod.Model, backend="cuda", free_memory=1 << 40)
+    op = from_reference(_OnDevice(mod.Model().double()), mod.get_inputs(), vary="auto", name="kb_relu_real_t",
+                        differentiable=False, register=False)
+    op.real, why = sizing.real_dims(mod, op.decl.inputs, op.example, op.fixed)
+    assert why == "" and sorted(op.real.values()) == [2048, 4096] and (mod.batch_size, mod.dim) != (4096, 2048)
+    real = [c for c in op.floor_cases(backend="cuda") if {c[d] for d in op.dims} == {4096, 2048}]
+    assert len(real) == 1 and real[0]["layout"] == "contiguous"
+    assert not any({c[d] for d in op.dims} == {4096, 2048} for c in op.floor_cases(backend="interpreter"))
+    conv = _problem("conv_problem")  # channels scaled: the weights cannot take the real inputs
+    sizing.fit(conv, conv.Model, backend="cuda", free_memory=1 << 40, accepts=_accepts(conv))
+    torch.manual_seed(0)
+    model = conv.Model(*conv.get_init_inputs()).double()
+    op = from_reference(_OnDevice(model), conv.get_inputs(), vary="auto", name="kb_conv_real_t",
+                        differentiable=False, register=False)
+    dims, why = sizing.real_dims(conv, op.decl.inputs, op.example, op.fixed)
+    assert dims is None and "real sizes not run: the weights' dims" in why and "->" in why
