@@ -46,7 +46,8 @@ ModelNew = _problem.Model
 '''
 
 # wrong: Model's output with its last element moved by 1e-3 of the output's largest magnitude
-# (KernelBench's own check, allclose at 1e-2, passes it); a verifier must FAIL every one
+# (KernelBench's own check, allclose at 1e-2, passes it), an index output's last index moved by one;
+# a verifier must FAIL every one
 PERTURBED = IDENTITY + """
 
 import torch as _torch
@@ -55,9 +56,12 @@ import torch as _torch
 class ModelNew(_problem.Model):
     def forward(self, *args):
         out = super().forward(*args)
-        if not (isinstance(out, _torch.Tensor) and out.is_floating_point() and out.numel()):
+        if not (isinstance(out, _torch.Tensor) and out.numel()):
             return out
         out = out.clone()
+        if not out.is_floating_point():  # indices (argmax): the last one names its neighbour
+            out.view(-1)[-1] += 1 if int(out.view(-1)[-1]) == 0 else -1
+            return out
         out.view(-1)[-1] += 1e-3 * (out.abs().max() + 1e-3)
         return out
 """
