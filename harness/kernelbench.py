@@ -221,6 +221,12 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
                             magnitude=_OnDevice(absolute(model64)),
                             doc=f"{name}: the KernelBench problem {Path(problem).name}, Model's forward in float64.")
     except Exception as exc:  # the reference refuses its own inputs, or they are of a kind no op takes
+        if scaling.scaled:  # at sizes scaled to fit, not the problem's own: say which, and what to do
+            sizes = ", ".join(f"{k} {a}->{b}" for k, (a, b) in scaling.sizes.items())
+            raise UsageError(f"--reference {problem}: the reference rejects its inputs at the sizes scaled to fit this "
+                             f"machine ({sizes}): {type(exc).__name__}: {_first_line(exc)}; the model ties sizes that "
+                             "are scaled apart (a layer sized by one constant applied to a dim computed from others): "
+                             "set the problem's module-level sizes within the budget yourself, keeping the tie") from None
         raise UsageError(f"--reference {problem}: {type(exc).__name__}: {_first_line(exc)}") from None
     if scaling.real:  # one case at the real sizes on a GPU (harness.reference.sizing)
         from harness.reference import sizing

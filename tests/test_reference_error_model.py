@@ -215,3 +215,30 @@ def test_attention_identity_passes_where_its_softmax_cancels_and_a_wrong_scale_f
 
     assert _failed(op, identity, cases) == {}
     assert set(_failed(op, scale_off, cases)) == {c.id for c in cases}
+
+
+def test_a_sum_that_cancels_before_a_nonlinearity_is_bounded_by_the_sums_terms():
+    """sigmoid(x @ w) where x @ w is a small difference of large products: a fp32 kernel that sums
+    in another order loses the small part (here all of it, 0.75 of terms 2^25), and the sigmoid
+    after it carries that rounding on to a result of ordinary size. The matmul step is moved by
+    a rounding of its terms (|x| @ |w|), so the bound covers it; moving it by a rounding of its
+    result (0.75) bounded the error 2e7 times too tightly (a conv, a GELU and a sigmoid:
+    KernelBench level 2's 7_Conv3d_ReLU_LeakyReLU_GELU_Sigmoid_BiasAdd failed its own Model)."""
+    from harness.compare import rounding
+    from harness.reference import intermediates
+
+    x = torch.tensor([[2.0 ** 24, 0.75, -2.0 ** 24], [1.0, 2.0, 3.0]], dtype=torch.float64)
+    w = torch.ones(3, 1, dtype=torch.float64)
+
+    def f(x, w):
+        return torch.sigmoid(x @ w)
+
+    exact = f(x, w)
+    x32 = x.float()
+    left_to_right = torch.sigmoid((x32[:, :1] + x32[:, 1:2]) + x32[:, 2:]).double()  # 2^24 + 0.75 rounds to 2^24
+    err = (left_to_right - exact).abs()
+    assert float(err[0, 0]) > 0.15 and float(err[1, 0]) < 1e-6
+    u = rounding.unit_roundoff(torch.float32)
+    terms = intermediates.terms(f, [x, w], u)
+    assert float(u * terms[0, 0]) >= float(err[0, 0])  # the sum's terms, through the sigmoid's slope
+    assert float(u * terms[1, 0]) < 1e-6  # no cancellation: a rounding of the result's size
