@@ -99,9 +99,25 @@ class ReferenceOp(DeclaredOp):
 
         expected = super().oracle(inputs)
         names = [self.oracle_forward_name(inputs), *self.output_checks[1:]]
-        if any(bool(torch.isinf(expected[n]).any()) for n in names if isinstance(expected.get(n), torch.Tensor)):
-            nonfinite.own_nans(expected, names, self.in_dtype(inputs))
+        infinite = any(isinstance(a, torch.Tensor) and a.is_floating_point() and not bool(torch.isfinite(a).all())
+                       for a in inputs.args)
+        if infinite or any(bool(torch.isinf(expected[n]).any()) for n in names
+                           if isinstance(expected.get(n), torch.Tensor)):
+            nonfinite.own_nans(expected, names, self.in_dtype(inputs), self.reached(inputs) if infinite else None)
         return expected
+
+    def reached(self, inputs) -> tuple[torch.Tensor | None, ...]:
+        """Per output, the elements a non-finite input reaches: NaN where the float64 reference
+        is run with those inputs' non-finite entries as NaN (a ReLU that turns -inf into 0 keeps
+        the NaN); () where it cannot run so."""
+        args = [torch.where(torch.isfinite(a), a.detach(), torch.full_like(a.detach(), float("nan"))).to(torch.float64)
+                if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in inputs.args]
+        try:
+            with torch.no_grad():
+                out = self.decl.reference(*args)
+        except Exception:  # noqa: BLE001 - none accepted beyond the oracle's own infinities
+            return ()
+        return tuple(torch.isnan(o) if isinstance(o, torch.Tensor) else None for o in _outs(out))
 
     def in_dtype(self, inputs) -> tuple[torch.Tensor | None, ...]:
         """The reference's outputs run in the case's dtype on the case's own inputs (its float

@@ -242,3 +242,35 @@ def test_a_sum_that_cancels_before_a_nonlinearity_is_bounded_by_the_sums_terms()
     terms = intermediates.terms(f, [x, w], u)
     assert float(u * terms[0, 0]) >= float(err[0, 0])  # the sum's terms, through the sigmoid's slope
     assert float(u * terms[1, 0]) < 1e-6  # no cancellation: a rounding of the result's size
+
+
+def _relu_of_row_sum(x):
+    s = x.sum(-1)
+    if s.dtype != torch.float64:  # this dtype's own convention: an infinite sum is NaN (inf - inf in some order)
+        s = torch.where(torch.isinf(s), torch.full_like(s, float("nan")), s)
+    return torch.relu(-s)
+
+
+def test_nan_is_accepted_where_an_infinite_input_reaches_and_the_reference_in_its_dtype_gives_nan():
+    """float64 sums a row holding +inf to inf and the ReLU of its negation makes 0; the reference in
+    fp32 (an fp32 convolution over an inf: KernelBench level 2's Conv3d-ReLU-...-Sigmoid) gives
+    NaN there. NaN is accepted where an infinite input reaches the element and the reference in
+    the case's dtype gives NaN; a NaN on a row no infinity reaches still fails."""
+    op = harness.from_reference(_relu_of_row_sum, (torch.randn(8, 16),), vary={"x": ("M", "N")},
+                                name="relu_of_row_sum_t", register=False, differentiable=False)
+    cases = [c for c in op.floor_cases(backend="interpreter") if c["values"] == "nonfinite" and c["dtype"] == "float32"]
+    reached = []
+    for c in cases:
+        x = op.make_inputs(c, "cpu").args[0]
+        reached.append(bool((torch.isposinf(x).any(-1) & ~torch.isnan(x).any(-1)).any()))
+    assert any(reached)  # a row whose inf the ReLU turns into 0
+
+    def first_row_nan(x):
+        out = _relu_of_row_sum(x).clone()
+        clean = torch.isfinite(x).all(-1)
+        out[clean.nonzero()[:1, 0]] = float("nan")
+        return out
+
+    assert _failed(op, _relu_of_row_sum, cases) == {}
+    bad = _failed(op, first_row_nan, cases)
+    assert bad and all("forward" in checks for checks in bad.values())
