@@ -106,6 +106,29 @@ def test_a_scaled_dim_stays_a_multiple_of_the_groups_dividing_it():
     mod.Model = Grouped
     scaling = sizing.fit(mod, Grouped, backend="interpreter", accepts=_accepts(mod))
     assert scaling.scaled and mod.channels % 12 == 0 and mod.groups == 12 and mod.length < 4096
+    assert mod.channels >= 2 * 12  # groups of at least two channels, as the example's (8) were
+
+
+def test_a_group_norm_scaled_keeps_groups_of_several_features():
+    """KernelBench level 2's 37_Matmul_Swish_Sum_GroupNorm: 4096 features in 64 groups scaled to
+    64 features made groups of one, whose normalisation is x - x = 0 exactly in float64 while an
+    fp32 kernel's scale-and-shift form leaves its rounding (a false alarm 1e7 x the allowance)."""
+    class GroupNormed(torch.nn.Module):
+        def __init__(self, features, groups):
+            super().__init__()
+            self.norm = torch.nn.GroupNorm(groups, features)
+
+        def forward(self, x):
+            return self.norm(x)
+
+    mod = type(sys)("groupnorm_problem")
+    mod.batch_size, mod.features, mod.groups = 32768, 4096, 64
+    mod.get_inputs = lambda: [torch.randn(mod.batch_size, mod.features)]
+    mod.get_init_inputs = lambda: [mod.features, mod.groups]
+    mod.Model = GroupNormed
+    scaling = sizing.fit(mod, GroupNormed, backend="interpreter", accepts=_accepts(mod))
+    assert scaling.scaled and mod.groups == 64 and mod.features % 64 == 0 and mod.features // 64 >= 2
+    assert scaling.largest_after <= sizing.ELEMENTS
 
 
 def test_a_problem_too_large_with_no_module_level_size_is_refused_in_one_line(tmp_path):

@@ -9,7 +9,8 @@ function of ``n`` for every size, so sizes that were equal stay equal (a tied di
 kept down to the floor, and the constructor's arguments (channels, normalised shape) follow the
 inputs. Integers that are no input dim (kernel size, stride, dilation, groups, a reduced axis)
 are kept, and a scaled size stays a multiple of each kept one that divided it (channels of
-groups). The floor starts at the largest small kept integer (a kernel never wider than its
+groups), a constructor's size at least twice it where it was and the budget allows (4096
+features in 64 groups scale to no fewer than 128: groups of one feature would normalise nothing). The floor starts at the largest small kept integer (a kernel never wider than its
 input) and doubles until the reference accepts the scaled inputs (float32, small).
 
 On a GPU the problem's real sizes also run, as one case of their own, where its memory fits:
@@ -180,12 +181,24 @@ def _total(shapes, out_shape, itemsize: int = 4) -> int:
     return sum(b for _, b in shapes) + (math.prod(out_shape) * itemsize if out_shape is not None else 0)
 
 
-def _scaled(v, f: float, floor: int, step: dict[int, int]):
+def _init_ints(module) -> list[int]:
+    """The ints among the constructor's arguments (``get_init_inputs()``; none where it fails)."""
+    try:
+        args = list(module.get_init_inputs())
+    except Exception:  # noqa: BLE001 - the caller reports it when it builds the model
+        return []
+    return [n for a in args for n in (a if isinstance(a, (tuple, list)) else (a,)) if type(n) is int]
+
+
+def _scaled(v, f: float, floor: int, step: dict[int, int], groups: frozenset = frozenset()):
     def one(n: int) -> int:
         if n not in step or n <= floor:
             return n
         m = step[n]  # a multiple of each kept size that divides n (groups divide channels)
-        return min(n, max(-(-floor // m) * m, round(n * f / m) * m))
+        # and at least two of them where it had as many: a group of one channel is a normalisation
+        # of nothing (x - mean(x) = 0 exactly), a structure the problem did not have
+        least = m * min(n // m, 2) if m > 1 and n in groups else 0
+        return min(n, max(-(-floor // m) * m, least, round(n * f / m) * m))
     return tuple(one(n) for n in v) if isinstance(v, tuple) else one(v)
 
 
@@ -271,17 +284,23 @@ def fit(module, model_cls: Callable, *, backend: str, accepts: Callable[[], bool
     floor = max([FLOOR, *(n for n in kept if n <= KERNEL)])
     scalable = {n for v in scalable_names.values() for n in (v if isinstance(v, tuple) else (v,)) if n in dims}
     step = {n: math.lcm(*[k for k in kept if 1 < k < n and n % k == 0] or [1]) for n in scalable}
+    # a constructor's size (features, channels) keeps groups of at least two where the budget
+    # allows it at the smallest sizes
+    groups = frozenset(_init_ints(module))
+    _apply(module, {k: _scaled(v, 0.0, floor, step, groups) for k, v in scalable_names.items()})
+    if _largest(*measure(module, model_cls)) > limit:
+        groups = frozenset()
     for attempt in range(FLOOR_TRIES):
         lo, hi = 0.0, 1.0  # the largest factor whose largest tensor fits
         for _ in range(30):
             f = (lo + hi) / 2
-            _apply(module, {k: _scaled(v, f, floor, step) for k, v in scalable_names.items()})
+            _apply(module, {k: _scaled(v, f, floor, step, groups) for k, v in scalable_names.items()})
             s, o = measure(module, model_cls)
             if _largest(s, o) <= limit:
                 lo = f
             else:
                 hi = f
-        new = {k: _scaled(v, lo, floor, step) for k, v in scalable_names.items()}
+        new = {k: _scaled(v, lo, floor, step, groups) for k, v in scalable_names.items()}
         _apply(module, new)
         if accepts is None or accepts() or attempt == FLOOR_TRIES - 1:
             break
