@@ -181,16 +181,17 @@ def representable(module) -> None:
 
 
 def declare(problem: str, candidate: str | None = None, pins: dict | None = None, low_precision: bool = False, *,
-            detect: bool = True, sizes: dict | None = None):
+            detect: bool = True, sizes: dict | None = None, real: bool = False):
     """The op of ``problem`` (registered) and, unless this process only reads op declarations
     (the judge: it never imports user code beyond them), ``candidate``'s ModelNew as its kernel.
     ``detect``: run the candidate once to find a shortcut (harness.shortcut), in the process that
     calls the kernel, never in the one that decides. ``sizes``: the module-level sizes as the
     catalog child fitted them (harness.reference.sizing), applied as they are: the judges and the
-    kernel processes neither measure nor probe them again. Once per process and pair of files."""
+    kernel processes neither measure nor probe them again; ``real``: with them, whether the real sizes
+    run as one case of their own on a GPU (as the catalog child decided). Once per process and pair
+    of files."""
     import torch
 
-    from harness.reference import adapt
     from harness.registry.registry import REGISTRY, register_kernel
     from harness.ops.reference import absolute, from_reference
 
@@ -201,7 +202,7 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     Model = _need(mod, "Model", "--reference", problem, "the reference nn.Module")
     get_inputs = _need(mod, "get_inputs", "--reference", problem, "the example inputs")
     get_init_inputs = _need(mod, "get_init_inputs", "--reference", problem, "Model's constructor arguments")
-    SCALING[key[0]] = _fit(mod, Model, problem) if sizes is None else sizing_given(mod, sizes)
+    scaling = SCALING[key[0]] = _fit(mod, Model, problem) if sizes is None else sizing_given(mod, sizes, real)
     torch.manual_seed(SEED)
     init = list(_call(f"--reference {problem}: get_init_inputs()", get_init_inputs))
     torch.manual_seed(SEED)
@@ -214,17 +215,27 @@ def declare(problem: str, candidate: str | None = None, pins: dict | None = None
     representable(model)
     model64 = _float64(model)
     name = op_name(problem)
-    masks = adapt.bool_positions(inputs)  # bool inputs as floats, an integer output as floats (harness.reference.adapt)
-    inputs = adapt.as_op_inputs(inputs)
-    try:
-        op = from_reference(adapt.Adapted(_OnDevice(model64), masks), inputs, vary="auto", name=name,
+    try:  # a bool input is a mask, an integer output compared exactly (harness.ops.reference)
+        op = from_reference(_OnDevice(model64), inputs, vary="auto", name=name,
                             differentiable=False, dtypes=None if low_precision else _example_dtypes(inputs),
-                            magnitude=adapt.Adapted(_OnDevice(absolute(model64)), masks),
+                            magnitude=_OnDevice(absolute(model64)),
                             doc=f"{name}: the KernelBench problem {Path(problem).name}, Model's forward in float64.")
     except Exception as exc:  # the reference refuses its own inputs, or they are of a kind no op takes
+        if scaling.scaled:  # at sizes scaled to fit, not the problem's own: say which, and what to do
+            sizes = ", ".join(f"{k} {a}->{b}" for k, (a, b) in scaling.sizes.items())
+            raise UsageError(f"--reference {problem}: the reference rejects its inputs at the sizes scaled to fit this "
+                             f"machine ({sizes}): {type(exc).__name__}: {_first_line(exc)}; the model ties sizes that "
+                             "are scaled apart (a layer sized by one constant applied to a dim computed from others): "
+                             "set the problem's module-level sizes within the budget yourself, keeping the tie") from None
         raise UsageError(f"--reference {problem}: {type(exc).__name__}: {_first_line(exc)}") from None
+    if scaling.real:  # one case at the real sizes on a GPU (harness.reference.sizing)
+        from harness.reference import sizing
+
+        op.real, why = sizing.real_dims(mod, op.decl.inputs, op.example, op.fixed)
+        if op.real is None:
+            scaling.real, scaling.real_why = False, why
     if candidate is not None and REGISTRY._captured is None:
-        _register_candidate(op, model, init, inputs, candidate, register_kernel, pins, detect, masks)
+        _register_candidate(op, model, init, inputs, candidate, register_kernel, pins, detect)
     if candidate is not None and REGISTRY._loading_plugin:  # repros name the two files, not the generated plugin
         from harness.cases.case import GENERATED_PLUGINS
 
@@ -271,12 +282,14 @@ def _fit(mod, Model, problem: str):
         return sizing.Scaling(budget=f"not measured: get_inputs() on the meta device raised {type(exc).__name__}")
 
 
-def sizing_given(mod, sizes: dict):
+def sizing_given(mod, sizes: dict, real: bool = False):
     """``sizes`` (name -> the fitted size; a list is a tuple of sizes) applied to the problem's
-    module as ``_fit`` would have left it."""
+    module as ``_fit`` would have left it; ``real``: whether the real sizes run as a case too."""
     from harness.reference import sizing
 
-    return sizing.apply_fitted(mod, {k: tuple(v) if isinstance(v, list) else v for k, v in sizes.items()})
+    scaling = sizing.apply_fitted(mod, {k: tuple(v) if isinstance(v, list) else v for k, v in sizes.items()})
+    scaling.real = bool(real)
+    return scaling
 
 
 def fitted_sizes(found: dict | None) -> dict | None:
@@ -286,6 +299,11 @@ def fitted_sizes(found: dict | None) -> dict | None:
     if not isinstance(record.get("sizes"), dict):
         return None
     return {k: new for k, (_, new) in record["sizes"].items()}
+
+
+def fitted_real(found: dict | None) -> bool:
+    """Whether the catalog child's fit runs the real sizes as a case of their own (a GPU's)."""
+    return bool(((found or {}).get("sizes") or {}).get("real_case"))
 
 
 def _float64(model):
@@ -318,10 +336,9 @@ class _OnDevice:
 
 
 def _register_candidate(op, model, init: list, inputs: list, candidate: str, register_kernel,
-                        pins: dict | None = None, detect: bool = True, masks: tuple[int, ...] = ()) -> None:
+                        pins: dict | None = None, detect: bool = True) -> None:
     import torch
 
-    from harness.reference import adapt
     from harness.registry.registry import Contract
 
     mod = _import(candidate, "--candidate", pins)
@@ -336,7 +353,7 @@ def _register_candidate(op, model, init: list, inputs: list, candidate: str, reg
     from harness.run import backend
 
     # before any case (its state untouched); a candidate that ends the process here ends a kernel process
-    found = (shortcut.detect(model, new, adapt.as_model_inputs(inputs, masks), backend.current().device)
+    found = (shortcut.detect(model, new, inputs, backend.current().device)
              if detect and DETECT_SHORTCUTS else None)
     copies: dict = {}
 
@@ -346,12 +363,11 @@ def _register_candidate(op, model, init: list, inputs: list, candidate: str, reg
         if key not in copies:
             copies[key] = copy.deepcopy(new).to(device=first.device, dtype=first.dtype)
         # KernelBench's mode, torch.no_grad, unless the caller asks for another: torch.inference_mode,
-        # or a forward with autograd whose inputs require grad (harness.run.runner's grad_modes);
-        # bool inputs as the model takes them, an integer output as the case's dtype
+        # or a forward with autograd whose inputs require grad (harness.run.runner's grad_modes)
         asks = torch.is_inference_mode_enabled() or (
             torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
         with contextlib.nullcontext() if asks else torch.no_grad():
-            return adapt.as_op_output(copies[key](*adapt.as_model_inputs(args, masks)), first.dtype)
+            return copies[key](*args)
 
     kernel.__doc__ = f"ModelNew of {Path(candidate).name}, with the reference's weights, in the case's dtype"
     # the op is declared forward only (differentiable=False): so is the verdict, "PASS (forward only)"
@@ -387,16 +403,16 @@ def _copy_weights(model, new, candidate: str) -> None:
 PLUGIN = '''"""Generated by `verify --reference {problem} --candidate {candidate}`."""
 from harness.kernelbench import declare
 
-declare({problem!r}, {candidate!r}, pins={pins!r}, low_precision={low_precision!r}, sizes={sizes!r})
+declare({problem!r}, {candidate!r}, pins={pins!r}, low_precision={low_precision!r}, sizes={sizes!r}, real={real!r})
 '''
 
 
-def write_plugin(args, sizes: dict | None) -> None:
+def write_plugin(args, sizes: dict | None, real: bool = False) -> None:
     """The generated plugin of ``use_in_verify``, pinned (every process loads it); written again
     with ``sizes`` once the catalog child has fitted the problem (harness.cli.verify), before any
     judge or kernel process starts, so that they apply the fit instead of making it again."""
     plugin, fields = args.kernelbench_plugin
-    plugin.write_text(PLUGIN.format(**fields, sizes=sizes))
+    plugin.write_text(PLUGIN.format(**fields, sizes=sizes, real=real))
     _PINNED[str(plugin)] = {"copy": str(plugin), "sha256": sha256(plugin)}
 
 

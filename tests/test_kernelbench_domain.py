@@ -106,6 +106,29 @@ def test_a_scaled_dim_stays_a_multiple_of_the_groups_dividing_it():
     mod.Model = Grouped
     scaling = sizing.fit(mod, Grouped, backend="interpreter", accepts=_accepts(mod))
     assert scaling.scaled and mod.channels % 12 == 0 and mod.groups == 12 and mod.length < 4096
+    assert mod.channels >= 2 * 12  # groups of at least two channels, as the example's (8) were
+
+
+def test_a_group_norm_scaled_keeps_groups_of_several_features():
+    """KernelBench level 2's 37_Matmul_Swish_Sum_GroupNorm: 4096 features in 64 groups scaled to
+    64 features made groups of one, whose normalisation is x - x = 0 exactly in float64 while an
+    fp32 kernel's scale-and-shift form leaves its rounding (a false alarm 1e7 x the allowance)."""
+    class GroupNormed(torch.nn.Module):
+        def __init__(self, features, groups):
+            super().__init__()
+            self.norm = torch.nn.GroupNorm(groups, features)
+
+        def forward(self, x):
+            return self.norm(x)
+
+    mod = type(sys)("groupnorm_problem")
+    mod.batch_size, mod.features, mod.groups = 32768, 4096, 64
+    mod.get_inputs = lambda: [torch.randn(mod.batch_size, mod.features)]
+    mod.get_init_inputs = lambda: [mod.features, mod.groups]
+    mod.Model = GroupNormed
+    scaling = sizing.fit(mod, GroupNormed, backend="interpreter", accepts=_accepts(mod))
+    assert scaling.scaled and mod.groups == 64 and mod.features % 64 == 0 and mod.features // 64 >= 2
+    assert scaling.largest_after <= sizing.ELEMENTS
 
 
 def test_a_problem_too_large_with_no_module_level_size_is_refused_in_one_line(tmp_path):
@@ -209,9 +232,9 @@ def test_the_benchmark_passes_an_identity_candidate_and_fails_a_perturbed_one(tm
     folder.mkdir()
     (folder / "1_rowmean.py").write_text((FIXTURES / "rowmean_problem.py").read_text())
     rows = {}
-    for kind in ("identity", "perturbed"):
+    for kind, script in (("identity", "kernelbench_level1.py"), ("perturbed", "kernelbench_levels.py")):  # either name
         out = tmp_path / f"{kind}.md"
-        proc = subprocess.run([sys.executable, "scripts/kernelbench_level1.py", "--dir", str(folder), "--candidate", kind,
+        proc = subprocess.run([sys.executable, f"scripts/{script}", "--dir", str(folder), "--candidate", kind,
                                "--max-examples", "1", "--out", str(out), "--json", str(tmp_path / f"{kind}.json")],
                               cwd=ROOT, capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
@@ -245,3 +268,64 @@ def test_the_terms_summed_are_read_from_the_reference_not_the_largest_dim():
     assert summed_length(lambda x: torch.cumsum(x, 1), [torch.randn(4, 50)]) == 50  # a row's last element
     assert summed_length(lambda x: F.conv2d(x, w), [torch.randn(2, 3, 20, 24)]) == 75  # channels x window
     assert summed_length(torch.relu, [torch.randn(4, 50)]) == 1  # elementwise
+
+
+# --- the real sizes on a GPU that holds them --------------------------------------------------
+
+def _relu_problem(batch: int, dim: int):
+    import types
+
+    mod = types.ModuleType("relu_problem")
+    mod.batch_size, mod.dim = batch, dim
+    mod.Model = type("Model", (torch.nn.Module,), {"forward": lambda self, x: torch.relu(x)})
+    mod.get_inputs = lambda: [torch.randn(mod.batch_size, mod.dim)]
+    mod.get_init_inputs = lambda: []
+    return mod
+
+
+def test_the_real_sizes_footprint_is_read_on_the_meta_device():
+    mod = _relu_problem(4096, 393216)  # KernelBench's ReLU: 6 GiB of input, never allocated here
+    n = 4096 * 393216
+    assert sizing.footprint(mod, mod.Model) == n * (4 + 8) * 2  # input + float64 copy, output + float64
+
+
+def test_on_a_gpu_the_real_sizes_run_as_one_case_where_free_memory_holds_them_with_the_margin():
+    need = 4096 * 2048 * 12 * 2  # 192 MiB: past the GPU case budget (2^22 elements a tensor), so scaled
+    for free, runs in ((int(need * sizing.REAL_MARGIN), True), (int(need * sizing.REAL_MARGIN) - 1, False),
+                       (1 << 40, True)):
+        mod = _relu_problem(4096, 2048)
+        scaling = sizing.fit(mod, mod.Model, backend="cuda", free_memory=free)
+        assert scaling.scaled and scaling.largest_after <= sizing.GPU_ELEMENTS  # every other case: scaled
+        assert scaling.real is runs and scaling.record()["real_case"] is runs
+        assert ("plus one case at the real sizes" if runs else "real sizes not run") in scaling.text()
+    assert sizing.real_case(None, 1 << 40) == (False, "real sizes not run: their memory could not be read on the "
+                                                      "meta device")
+    mod = _relu_problem(4096, 2048)  # the CPU interpreter: as before, no real-size case and no word of one
+    scaling = sizing.fit(mod, mod.Model, backend="interpreter")
+    assert scaling.scaled and not scaling.real and "real sizes" not in scaling.text()
+    small = _relu_problem(64, 64)  # within the budget: the real sizes are every case's
+    assert not sizing.fit(small, small.Model, backend="cuda", free_memory=1 << 30).real
+
+
+def test_the_real_case_is_one_gpu_floor_case_at_the_example_dims_and_none_where_the_weights_were_scaled(monkeypatch):
+    from harness.kernelbench import _OnDevice
+    from harness.ops.reference import from_reference
+
+    monkeypatch.setattr(sizing, "GPU_ELEMENTS", 1 << 12)  # a small scaled example: the declaration probes it on the host
+    mod = _relu_problem(4096, 2048)
+    sizing.fit(mod, mod.Model, backend="cuda", free_memory=1 << 40)
+    op = from_reference(_OnDevice(mod.Model().double()), mod.get_inputs(), vary="auto", name="kb_relu_real_t",
+                        differentiable=False, register=False)
+    op.real, why = sizing.real_dims(mod, op.decl.inputs, op.example, op.fixed)
+    assert why == "" and sorted(op.real.values()) == [2048, 4096] and (mod.batch_size, mod.dim) != (4096, 2048)
+    real = [c for c in op.floor_cases(backend="cuda") if {c[d] for d in op.dims} == {4096, 2048}]
+    assert len(real) == 1 and real[0]["layout"] == "contiguous"
+    assert not any({c[d] for d in op.dims} == {4096, 2048} for c in op.floor_cases(backend="interpreter"))
+    conv = _problem("conv_problem")  # channels scaled: the weights cannot take the real inputs
+    sizing.fit(conv, conv.Model, backend="cuda", free_memory=1 << 40, accepts=_accepts(conv))
+    torch.manual_seed(0)
+    model = conv.Model(*conv.get_init_inputs()).double()
+    op = from_reference(_OnDevice(model), conv.get_inputs(), vary="auto", name="kb_conv_real_t",
+                        differentiable=False, register=False)
+    dims, why = sizing.real_dims(conv, op.decl.inputs, op.example, op.fixed)
+    assert dims is None and "real sizes not run: the weights' dims" in why and "->" in why

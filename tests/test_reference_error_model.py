@@ -215,3 +215,62 @@ def test_attention_identity_passes_where_its_softmax_cancels_and_a_wrong_scale_f
 
     assert _failed(op, identity, cases) == {}
     assert set(_failed(op, scale_off, cases)) == {c.id for c in cases}
+
+
+def test_a_sum_that_cancels_before_a_nonlinearity_is_bounded_by_the_sums_terms():
+    """sigmoid(x @ w) where x @ w is a small difference of large products: a fp32 kernel that sums
+    in another order loses the small part (here all of it, 0.75 of terms 2^25), and the sigmoid
+    after it carries that rounding on to a result of ordinary size. The matmul step is moved by
+    a rounding of its terms (|x| @ |w|), so the bound covers it; moving it by a rounding of its
+    result (0.75) bounded the error 2e7 times too tightly (a conv, a GELU and a sigmoid:
+    KernelBench level 2's 7_Conv3d_ReLU_LeakyReLU_GELU_Sigmoid_BiasAdd failed its own Model)."""
+    from harness.compare import rounding
+    from harness.reference import intermediates
+
+    x = torch.tensor([[2.0 ** 24, 0.75, -2.0 ** 24], [1.0, 2.0, 3.0]], dtype=torch.float64)
+    w = torch.ones(3, 1, dtype=torch.float64)
+
+    def f(x, w):
+        return torch.sigmoid(x @ w)
+
+    exact = f(x, w)
+    x32 = x.float()
+    left_to_right = torch.sigmoid((x32[:, :1] + x32[:, 1:2]) + x32[:, 2:]).double()  # 2^24 + 0.75 rounds to 2^24
+    err = (left_to_right - exact).abs()
+    assert float(err[0, 0]) > 0.15 and float(err[1, 0]) < 1e-6
+    u = rounding.unit_roundoff(torch.float32)
+    terms = intermediates.terms(f, [x, w], u)
+    assert float(u * terms[0, 0]) >= float(err[0, 0])  # the sum's terms, through the sigmoid's slope
+    assert float(u * terms[1, 0]) < 1e-6  # no cancellation: a rounding of the result's size
+
+
+def _relu_of_row_sum(x):
+    s = x.sum(-1)
+    if s.dtype != torch.float64:  # this dtype's own convention: an infinite sum is NaN (inf - inf in some order)
+        s = torch.where(torch.isinf(s), torch.full_like(s, float("nan")), s)
+    return torch.relu(-s)
+
+
+def test_nan_is_accepted_where_an_infinite_input_reaches_and_the_reference_in_its_dtype_gives_nan():
+    """float64 sums a row holding +inf to inf and the ReLU of its negation makes 0; the reference in
+    fp32 (an fp32 convolution over an inf: KernelBench level 2's Conv3d-ReLU-...-Sigmoid) gives
+    NaN there. NaN is accepted where an infinite input reaches the element and the reference in
+    the case's dtype gives NaN; a NaN on a row no infinity reaches still fails."""
+    op = harness.from_reference(_relu_of_row_sum, (torch.randn(8, 16),), vary={"x": ("M", "N")},
+                                name="relu_of_row_sum_t", register=False, differentiable=False)
+    cases = [c for c in op.floor_cases(backend="interpreter") if c["values"] == "nonfinite" and c["dtype"] == "float32"]
+    reached = []
+    for c in cases:
+        x = op.make_inputs(c, "cpu").args[0]
+        reached.append(bool((torch.isposinf(x).any(-1) & ~torch.isnan(x).any(-1)).any()))
+    assert any(reached)  # a row whose inf the ReLU turns into 0
+
+    def first_row_nan(x):
+        out = _relu_of_row_sum(x).clone()
+        clean = torch.isfinite(x).all(-1)
+        out[clean.nonzero()[:1, 0]] = float("nan")
+        return out
+
+    assert _failed(op, _relu_of_row_sum, cases) == {}
+    bad = _failed(op, first_row_nan, cases)
+    assert bad and all("forward" in checks for checks in bad.values())

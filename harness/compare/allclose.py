@@ -7,7 +7,8 @@ right sign passes where the allowed error reaches past the dtype's largest finit
 finite value of the right sign passes for an expected inf (a reference that overflowed the
 output dtype) where the allowed error reaches down to it from that largest value.
 
-Allowed error per element: ``atol + rtol * |expected| + terms_rtol * magnitude``.
+Allowed error per element: ``atol + rtol * |expected| + terms_rtol * magnitude``; an integer or
+bool ``expected`` (argmax's indices) allows none: any element that differs fails.
 ``magnitude`` is optional and comes from the oracle: the size of the terms a formula
 subtracts or sums (for RMSNorm's dx, |r*u| + |x*r^3*mean(u*x)|). Where those terms cancel,
 no fp32 kernel can be closer to the result than a few fp32 ulps *of the terms*, so
@@ -90,6 +91,8 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
         return Comparison(
             False, atol, rtol, message=f"shape mismatch: got {tuple(actual.shape)}, expected {tuple(expected.shape)}"
         )
+    if not (expected.is_floating_point() or expected.is_complex()):
+        return _exact(actual, expected, atol, rtol)
     # on the oracle's device: a GPU compares large outputs in float64 far faster than a host copy
     # (elementwise IEEE arithmetic, max and counts give the same numbers on either)
     e = expected.detach().to(torch.float64)
@@ -156,6 +159,26 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
     return Comparison(
         passed, atol, rtol, max_abs, max_rel, err_ratio, mismatched, numel, worst, nonfinite_mismatched, message, units
     )
+
+
+def _exact(actual, expected, atol: float, rtol: float) -> Comparison:
+    """An integer or bool output (argmax's indices, a mask) against the oracle's: equal or wrong,
+    with no allowance (an index one off is another element, not a rounding)."""
+    e = expected.detach()
+    a = actual.detach().to(e.device)
+    bad = a != e  # an integer kernel output compares exactly; a float one (NaN included) as its value
+    numel, mismatched = e.numel(), int(bad.sum().item())
+    what = f"{str(e.dtype).removeprefix('torch.')} output compared exactly"
+    if numel == 0 or not mismatched:
+        return Comparison(True, atol, rtol, 0.0, 0.0, 0.0, 0, numel, None, 0, f"{what}: every element equal")
+    flat = int(torch.argmax(bad.reshape(-1).to(torch.uint8)).item())
+    worst = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(e.shape))] if e.dim() else []
+    diff = (a.to(torch.float64) - e.to(torch.float64)).abs()
+    message = (f"Mismatched elements: {mismatched} / {numel} ({100.0 * mismatched / numel:.1f}%): {what}, any "
+               f"difference fails\nFirst at index {tuple(worst)}: got {a.reshape(-1)[flat].item()}, expected "
+               f"{e.reshape(-1)[flat].item()}")
+    return Comparison(False, atol, rtol, float(diff.max().item()), math.inf, math.inf, mismatched, numel, worst, 0,
+                      message)
 
 
 def _overflowed_reference(dtype: torch.dtype, a, e, allowed) -> torch.Tensor:

@@ -88,16 +88,23 @@ def add_limits(expected: dict[str, torch.Tensor], inputs, oracle: Callable[[Any]
     return expected
 
 
-def own_nans(expected: dict[str, torch.Tensor], names, own) -> dict[str, torch.Tensor]:
-    """``expected`` with ``<name>_nan_ok`` set where the oracle of output ``name`` is +-inf and
-    ``own`` (the reference's outputs run in the case's dtype on the same inputs, one per name;
-    None where it could not run) is NaN: the reference's own non-finite convention in that dtype.
-    Elsewhere an existing ``_nan_ok`` stands and nothing new is accepted."""
-    for name, value in zip(names, own):
+def own_nans(expected: dict[str, torch.Tensor], names, own, reached=None) -> dict[str, torch.Tensor]:
+    """``expected`` with ``<name>_nan_ok`` set where the oracle of output ``name`` is +-inf, or
+    where ``reached`` (one bool tensor or None per name) says an infinite input reaches the
+    element, and ``own`` (the reference's outputs run in the case's dtype on the same inputs, one
+    per name; None where it could not run) is NaN: the reference's own non-finite convention in
+    that dtype (a convolution over an inf that fp32 computes as NaN and float64 as -inf, a ReLU
+    after it turning -inf into 0). Elsewhere an existing ``_nan_ok`` stands and nothing new is
+    accepted."""
+    reached = list(reached or ())
+    for j, (name, value) in enumerate(zip(names, own)):
         oracle = expected.get(name)
         if not (isinstance(value, torch.Tensor) and isinstance(oracle, torch.Tensor)) or value.shape != oracle.shape:
             continue
-        ok = torch.isinf(oracle) & torch.isnan(value.detach().to(oracle.device))
+        where = torch.isinf(oracle)
+        if j < len(reached) and isinstance(reached[j], torch.Tensor) and reached[j].shape == oracle.shape:
+            where = where | reached[j].to(oracle.device, torch.bool)
+        ok = where & torch.isnan(value.detach().to(oracle.device))
         if not bool(ok.any()):
             continue
         previous = expected.get(f"{name}_nan_ok")

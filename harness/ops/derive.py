@@ -505,11 +505,13 @@ class DeclaredOp:
                 t = row_kinds.draw(own_kind(inp, kind, int(case["seed"])), shape, dtype, gen).to(dtype)
             elif inp.values == "mask":
                 t = values.additive_mask(shape, dtype, gen).to(dtype)
+            elif inp.values == "bool":
+                t = values.bool_mask(shape, gen)
             elif inp.values == "gain":
                 t = values.gains(math.prod(shape), gen).reshape(shape).to(dtype)
             else:
                 t = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
-            if not isinstance(inp, Index):
+            if not isinstance(inp, Index) and inp.is_float:
                 drawn.setdefault(shape, t)
             args.append(place(t, layout, k, inp.name, wide, members, device))
             k += 1
@@ -688,7 +690,11 @@ class DeclaredOp:
 
     def tolerance(self, check: str, case: Case, dtype: torch.dtype) -> Tolerance:
         """The backward-error estimate (harness.compare.rounding): the oracle's ``_magnitude``
-        is the allowance for the inputs' rounding and the fp32 arithmetic, added as is."""
+        is the allowance for the inputs' rounding and the fp32 arithmetic, added as is; an
+        integer or bool output (argmax's indices) has none."""
+        if not (dtype.is_floating_point or dtype.is_complex):
+            return Tolerance(0.0, 0.0, why="an integer or bool output, compared exactly", terms_rtol=0.0,
+                             model="rounding")
         return Tolerance(
             rounding.output_atol(dtype), rounding.output_rtol(dtype),
             why="rounding spread of the float64 reference (harness.compare.rounding)",
@@ -715,7 +721,7 @@ class DeclaredOp:
 
     def forward_meta(self, inputs: OpInputs) -> Meta:
         sizes = self.sizes(inputs)
-        first = next(a for i, a in zip(self.decl.inputs, inputs.args) if isinstance(i, Tensor))
+        first = next(a for i, a in zip(self.decl.inputs, inputs.args) if isinstance(i, Tensor) and i.is_float)
         lead = next((tuple(a.shape[: a.dim() - len(i.shape) + 1]) for i, a in zip(self.decl.inputs, inputs.args)
                      if not isinstance(i, Scalar) and i.shape[0] == self.leading and a.dim() > len(i.shape)), None)
         if lead is not None:

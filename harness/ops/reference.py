@@ -8,8 +8,11 @@
 
 The declaration (harness.registry.declare.OpDecl) is inferred from the example arguments: each
 float tensor is a ``Tensor`` whose dims are symbolic, each int64 tensor an ``Index`` (its values
-bounded by the smallest dim that exceeds them), each Python number, bool or mode name a
-``Scalar`` of that one value. Input names are the function's parameter names (``forward``'s for
+bounded by the smallest dim that exceeds them), each bool tensor a mask (``Tensor(values="bool")``:
+drawn true at densities from none to all, never differentiable), each Python number, bool or
+mode name a ``Scalar`` of that one value. An integer or bool output (argmax's indices) is
+compared exactly: the kernel returns the reference's dtype, and any element that differs fails
+(harness.compare.allclose); a reference whose outputs are all integers is checked forward only. Input names are the function's parameter names (``forward``'s for
 an ``nn.Module``).
 
 What the example arguments cannot say is given by keyword: ``no_grad`` (float inputs that get no
@@ -82,6 +85,11 @@ class ReferenceOp(DeclaredOp):
         self.dtypes: tuple[torch.dtype, ...] = strategies.DTYPES  # the dtypes of its cases (from_reference's dtypes)
         self.lower: dict[str, int] = {}  # the smallest size the reference accepts, per varying dim (domain.lower_bounds)
         self.function: Callable | None = None  # the reference as given (in_dtype casts it)
+        # per output, its dtype where the reference returns integers or bools (compared exactly), else None
+        self.out_dtypes: tuple[torch.dtype | None, ...] = ()
+        # on a GPU, the dims of one case at the problem's real sizes where they fit
+        # (harness.reference.sizing.real_dims: KernelBench's example scaled for every other case)
+        self.real: dict[str, int] | None = None
         self._cast: dict[tuple, Callable] = {}
 
     def oracle(self, inputs) -> dict[str, torch.Tensor]:
@@ -91,9 +99,25 @@ class ReferenceOp(DeclaredOp):
 
         expected = super().oracle(inputs)
         names = [self.oracle_forward_name(inputs), *self.output_checks[1:]]
-        if any(bool(torch.isinf(expected[n]).any()) for n in names if isinstance(expected.get(n), torch.Tensor)):
-            nonfinite.own_nans(expected, names, self.in_dtype(inputs))
+        infinite = any(isinstance(a, torch.Tensor) and a.is_floating_point() and not bool(torch.isfinite(a).all())
+                       for a in inputs.args)
+        if infinite or any(bool(torch.isinf(expected[n]).any()) for n in names
+                           if isinstance(expected.get(n), torch.Tensor)):
+            nonfinite.own_nans(expected, names, self.in_dtype(inputs), self.reached(inputs) if infinite else None)
         return expected
+
+    def reached(self, inputs) -> tuple[torch.Tensor | None, ...]:
+        """Per output, the elements a non-finite input reaches: NaN where the float64 reference
+        is run with those inputs' non-finite entries as NaN (a ReLU that turns -inf into 0 keeps
+        the NaN); () where it cannot run so."""
+        args = [torch.where(torch.isfinite(a), a.detach(), torch.full_like(a.detach(), float("nan"))).to(torch.float64)
+                if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in inputs.args]
+        try:
+            with torch.no_grad():
+                out = self.decl.reference(*args)
+        except Exception:  # noqa: BLE001 - none accepted beyond the oracle's own infinities
+            return ()
+        return tuple(torch.isnan(o) if isinstance(o, torch.Tensor) else None for o in _outs(out))
 
     def in_dtype(self, inputs) -> tuple[torch.Tensor | None, ...]:
         """The reference's outputs run in the case's dtype on the case's own inputs (its float
@@ -146,7 +170,17 @@ class ReferenceOp(DeclaredOp):
         in the op's dtypes."""
         cases = [c for c in super().floor_cases(backend=backend) + beyond.cases(self, backend)
                  if c.get("dtype") in self.dtype_names()]
-        return unique(cases + self.option_cases(cases))
+        return unique(cases + self.option_cases(cases) + self.real_cases(backend))
+
+    def real_cases(self, backend: str) -> list:
+        """On a GPU, one case at the real sizes (``real``): the op's first dtype and value kind,
+        contiguous, the example's scalars."""
+        from vocabulary import Backend
+
+        if backend != Backend.CUDA or not self.real:
+            return []
+        scalars = {s.name: self.example_scalars.get(s.name, s.values[0]) for s in self.scalars}
+        return [self.case(dict(self.real), self.dtypes[0], "contiguous", self.decl.value_kinds[0], scalars, "none")]
 
     def option_cases(self, cases: list) -> list:
         """Per dtype, each value of each option (a Scalar of several values: reduction='none',
@@ -178,6 +212,20 @@ class ReferenceOp(DeclaredOp):
             if case.get(d) != self.example[d]:
                 raise UsageError(f"--case {case.id}: {d}={case.get(d)} is not allowed; {d} is fixed at {self.example[d]}")
         super().validate_case(case)
+
+    def forward_metas(self, inputs) -> list:
+        """Each output's shape and dtype: the case's float dtype, or the reference's own integer
+        or bool dtype (argmax's int64)."""
+        return [self._own_dtype(j, m) for j, m in enumerate(super().forward_metas(inputs))]
+
+    def forward_meta(self, inputs):
+        return self._own_dtype(0, super().forward_meta(inputs))
+
+    def _own_dtype(self, j: int, meta):
+        from harness.registry.opspec import Meta
+
+        dtype = self.out_dtypes[j] if j < len(self.out_dtypes) else None
+        return meta if dtype is None else Meta(meta.shape, dtype)
 
     def outputs_dims(self, sizes: dict[str, int], scalars: dict[str, Any] | None = None) -> list[list[tuple[str | None, int]]]:
         scalars = dict(self.example_scalars, **(scalars or {}))
@@ -224,6 +272,9 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
     options = _options(name, options or {}, names, kinds, args)
     trial = _Trial(fn, names, args, kinds, sources=sources, ignores={i: args[names.index(s)] for i, s in ignores.items()})
     base = trial.run({})
+    out_dtypes = trial.out_dtypes
+    if all(d is not None for d in out_dtypes):  # indices only: nothing to differentiate
+        differentiable = False
     dims, varying = _auto_dims(trial, tensors) if vary == AUTO else _named_dims(vary or {}, tensors)
     example = {d: int(tensors[n].shape[a]) for (n, a), d in dims.items()}
     fixed = tuple(d for d in dict.fromkeys(dims.values()) if d not in varying)
@@ -238,6 +289,9 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
             inputs.append(Scalar(n, tuple(options.get(n, (a,)))))
             continue
         shape = tuple(dims[(n, i)] for i in range(a.dim()))
+        if k == "bool":
+            inputs.append(Tensor(n, shape, values="bool", differentiable=False))
+            continue
         if k == "float":
             source = sources.get(n, ())
             own = dict(values=source) if isinstance(source, str) else dict(kinds=source)
@@ -246,9 +300,10 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
             inputs.append(Index(n, shape, high=_high(n, a, dims, tensors, trial.ignores.get(n)), ignore=ignores.get(n)))
     own_kinds = tuple(dict.fromkeys(k for v in sources.values() if not isinstance(v, str) for k in v))
     shift, norm = _invariances(trial, names, kinds, base, skip=set(sources)) \
-        if value_kinds is None and len(outs) == 1 else ((), ())
+        if value_kinds is None and len(outs) == 1 and out_dtypes == (None,) else ((), ())
     kinds_ = value_kinds or (values.ROW_KINDS + (row_kinds.LOGITS if shift else ())
-                             + (row_kinds.NORMALISATION if norm else ()))
+                             + (row_kinds.NORMALISATION if norm else ())
+                             + (("ties",) if any(d is not None for d in out_dtypes) else ()))  # argmax's tie-break
     if all(n in sources for n, k in zip(names, kinds) if k == "float") and value_kinds is None:
         kinds_ = own_kinds or kinds_  # every float input has its own values: the op's kinds are theirs
     else:
@@ -279,6 +334,7 @@ def from_reference(fn: Callable, example_args, vary: dict | str | None = None, n
                      example_scalars=example_scalars, declared_at=f"{caller.f_code.co_filename}:{caller.f_lineno}")
     op.lower = lower
     op.function = fn
+    op.out_dtypes = out_dtypes
     if dtypes is not None:
         bad = [d for d in dtypes if d not in strategies.DTYPES]
         if not dtypes or bad:
@@ -390,8 +446,10 @@ def _kind(name: str, a: Any) -> str:
             return "float"
         if a.dtype in (torch.int64, torch.int32) and a.dim() > 0:
             return "index"
+        if a.dtype == torch.bool and a.dim() > 0:
+            return "bool"
         raise RegistryError(f"from_reference: input {name!r} is a {a.dtype} tensor of {a.dim()} dims; only float "
-                            "tensors, int64 index tensors and numbers are supported")
+                            "tensors, int64 index tensors, bool masks and numbers are supported")
     if isinstance(a, (bool, int, float)) or (isinstance(a, str) and a.replace("_", "a").isalnum()):
         return "scalar"
     raise RegistryError(f"from_reference: input {name!r} is a {type(a).__name__}; only tensors, numbers, bools and "
@@ -407,9 +465,15 @@ class _Trial:
         self.fn, self.names, self.args, self.kinds = fn, names, args, kinds
         self.sources = dict(sources or {})
         self.ignores = dict(ignores or {})
+        self.out_dtypes: tuple[torch.dtype | None, ...] = ()  # per output: its integer / bool dtype, or None
 
     def call(self, *args):
-        return self.fn(*args)
+        """The reference, its integer or bool outputs as float64 (the oracle's dtype; the values
+        are exact below 2^53): the error model's steps run on it as on any output."""
+        out = self.fn(*args)
+        if isinstance(out, tuple):
+            return tuple(_as_float(o) for o in out)
+        return _as_float(out)
 
     def inputs(self, sizes: dict[tuple[str, int], int], transform=None, scalars=None) -> list[Any]:
         gen = torch.Generator().manual_seed(TRIAL_SEED)
@@ -422,6 +486,8 @@ class _Trial:
             if k == "float":
                 t = self._float(n, shape, gen)
                 out.append(transform(n, t) if transform else t)
+            elif k == "bool":
+                out.append(torch.rand(shape, generator=gen, dtype=torch.float64) < 0.5)
             else:
                 kept = a[a != self.ignores[n]] if n in self.ignores else a
                 high = int(kept.max()) + 1 if kept.numel() else 1
@@ -446,12 +512,15 @@ class _Trial:
     def run(self, sizes: dict[tuple[str, int], int], transform=None, scalars=None) -> torch.Tensor:
         with torch.no_grad():
             out = self.fn(*self.inputs(sizes, transform, scalars))
-        bad = [o for o in (out if isinstance(out, tuple) and out else (out,))
-               if not (isinstance(o, torch.Tensor) and o.is_floating_point())]
+        outs = out if isinstance(out, tuple) and out else (out,)
+        bad = [o for o in outs if not (isinstance(o, torch.Tensor) and (o.is_floating_point() or _integer(o)))]
         if bad:
-            raise RegistryError(f"from_reference: the reference must return a float tensor or a tuple of them, got "
-                                f"{type(bad[0]).__name__}" + (f" of {bad[0].dtype}" if isinstance(bad[0], torch.Tensor) else ""))
-        return out
+            raise RegistryError(f"from_reference: the reference must return a float, integer or bool tensor or a "
+                                f"tuple of them, got {type(bad[0]).__name__}"
+                                + (f" of {bad[0].dtype}" if isinstance(bad[0], torch.Tensor) else ""))
+        if not self.out_dtypes:  # the example's run: which outputs are indices
+            self.out_dtypes = tuple(o.dtype if _integer(o) else None for o in outs)
+        return tuple(_as_float(o) for o in out) if isinstance(out, tuple) else _as_float(out)
 
     def accepts(self, units: list[tuple[str, int]], size: int) -> bool:
         """Whether the reference takes ``units`` at ``size``: it neither raises nor reads past its
@@ -466,6 +535,15 @@ class _Trial:
             return not domain.reads_outside(self.fn, args, out)
         except Exception:  # the reference refuses that shape: the dims do not vary (so)
             return False
+
+
+def _integer(t) -> bool:
+    """Whether ``t`` is an integer or bool tensor (an output compared exactly)."""
+    return isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex()
+
+
+def _as_float(t):
+    return t.to(torch.float64) if _integer(t) else t
 
 
 def _trial_sizes(s: int) -> list[int]:

@@ -65,6 +65,16 @@ def additive_mask(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generat
     return torch.where(masked, fill.to(torch.float64), torch.zeros((m, n), dtype=torch.float64)).reshape(shape)
 
 
+MASK_DENSITIES = (0.5, 0.1, 0.9, 0.0, 1.0)
+
+
+def bool_mask(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    """A bool mask, true with a density drawn from MASK_DENSITIES (all false and all true among
+    them: a kernel that ignores the mask or inverts it differs from the reference on most)."""
+    p = MASK_DENSITIES[int(torch.randint(len(MASK_DENSITIES), (), generator=gen))]
+    return torch.rand(shape, generator=gen, dtype=torch.float64) < p
+
+
 def upstream(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
     """A non-uniform upstream gradient."""
     return torch.randn(shape, generator=gen, dtype=torch.float64)

@@ -6,7 +6,9 @@ of large scores) is computed in fp32 with an error of a few roundings of those t
 the result, and rounding the inputs (harness.compare.rounding.spread) does not show it: the
 intermediates are rounded, not the inputs. So the reference is run in float64 with the output
 of each arithmetic step moved by one rounding of the compute dtype (a relative u, a random sign
-per element), one step at a time, through torch's own decompositions (log_softmax is amax,
+per element; of the step's terms where it sums, a convolution or a matmul run on its inputs'
+absolute values, so a sum that cancels reaches the steps after it with its terms' rounding, not
+its result's: a convolution's small output through a GELU or a sigmoid), one step at a time, through torch's own decompositions (log_softmax is amax,
 sub, exp, sum, log, sub; SDPA a matmul, a softmax and a matmul), and per output element
 
     terms = sum over steps of max over COPIES of |ref(that step rounded) - ref| / u
@@ -95,13 +97,37 @@ class _Rounding(TorchDispatchMode):
         step, self.steps = self.steps, self.steps + 1
         if self.moved is None or step % MAX_STEPS != self.moved:
             return out
-        return tree_map(self._round, out)
+        sized = None if torch.Tag.pointwise in func.tags else _on_absolute(func, args, kwargs)
+        if isinstance(out, (tuple, list)):
+            sized = sized if isinstance(sized, (tuple, list)) and len(sized) == len(out) else (None,) * len(out)
+            return type(out)(self._round(t, s) for t, s in zip(out, sized))
+        return self._round(out, sized)
 
-    def _round(self, t):
+    def _round(self, t, sized=None):
+        """``t`` moved by a rounding of relative size u, with a random sign per element: of |t|, or
+        of ``sized`` where larger (a sum's terms, the step run on its inputs' absolute values)."""
         if not (isinstance(t, torch.Tensor) and t.dtype == torch.float64):
             return t
         negative = torch.rand(t.shape, generator=self.gen, dtype=torch.float64) < 0.5
-        return t * (1.0 + self.u * (1.0 - 2.0 * negative.to(torch.float64))).to(t.device)
+        sign = (1.0 - 2.0 * negative.to(torch.float64)).to(t.device)
+        size = t.abs()
+        if isinstance(sized, torch.Tensor) and sized.shape == t.shape and sized.is_floating_point():
+            size = torch.fmax(size, torch.where(torch.isfinite(sized), sized.abs(), torch.zeros_like(size)))
+        return t + self.u * sign * size
+
+
+def _on_absolute(func, args, kwargs):
+    """A step that is no elementwise operation (a convolution, a matmul, a sum over a dim) run on
+    its float inputs' absolute values: the terms it sums, whose fp32 rounding a kernel's result
+    carries (a convolution of mixed-scale inputs whose output is a small difference of large
+    products); None where it cannot be run so."""
+    def absolute(a):
+        return a.abs() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+
+    try:
+        return func(*tree_map(absolute, list(args)), **tree_map(absolute, dict(kwargs)))
+    except Exception:  # noqa: BLE001 - |result| stands
+        return None
 
 
 def _primitive(decomposition) -> bool:

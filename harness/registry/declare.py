@@ -18,7 +18,9 @@ Input roles:
   distribution: the case's kind where it is one of them, else one of them by the case's seed); ``"gain"`` is a weight around 1 with random signs and
   sizes (never all ones); ``"normal"`` is N(0, 1) (e.g. a bias); ``"mask"`` an additive mask
   of 0 (kept) and -inf or the dtype's most negative value (masked), at least one entry kept per
-  row (harness.ops.values.additive_mask).
+  row (harness.ops.values.additive_mask); ``"bool"`` a bool mask (a torch.bool tensor whatever the
+  case's dtype, true with a density the case's seed picks, all false and all true among them:
+  harness.ops.values.bool_mask), never differentiable.
 - :class:`Index`: an int64 tensor of class ids in ``[0, high)``, ``high`` a symbolic dim. With
   ``ignore`` naming a :class:`Scalar`, rows may carry that value instead (none, some or all
   rows ignored: the case parameter ``ignored``); the forward check of an all-ignored case is
@@ -49,7 +51,7 @@ from typing import Any, Callable
 
 from harness.errors import RegistryError
 
-VALUE_SOURCES = ("kind", "gain", "normal", "mask")
+VALUE_SOURCES = ("kind", "gain", "normal", "mask", "bool")
 
 
 def _dims(shape: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -92,6 +94,14 @@ class Tensor:
             raise RegistryError(f"Tensor {self.name!r}: kinds={self.kinds!r} must be value kind names, with values='kind'")
         if not self.shape:
             raise RegistryError(f"Tensor {self.name!r} needs at least one dimension (a scalar is a Scalar input)")
+        if self.values == "bool" and self.differentiable:
+            raise RegistryError(f"Tensor {self.name!r}: a bool mask (values='bool') has no gradient; "
+                                "pass differentiable=False")
+
+    @property
+    def is_float(self) -> bool:
+        """Whether the input is a float tensor in the case's dtype (not a bool mask)."""
+        return self.values != "bool"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,7 +233,7 @@ class OpDecl:
         names = [i.name for i in self.inputs]
         if len(set(names)) != len(names):
             raise RegistryError(f"op {self.name!r}: input names repeat: {names}")
-        if not any(isinstance(i, Tensor) for i in self.inputs):
+        if not any(isinstance(i, Tensor) and i.is_float for i in self.inputs):
             raise RegistryError(f"op {self.name!r} needs at least one float Tensor input")
         if not callable(self.reference):
             raise RegistryError(f"op {self.name!r}: reference must be callable")
@@ -237,7 +247,7 @@ class OpDecl:
         for i in self.inputs:
             if isinstance(i, Index) and i.ignore is not None and i.ignore not in scalars:
                 raise RegistryError(f"op {self.name!r}: Index {i.name!r} ignores {i.ignore!r}, which is no Scalar input")
-        floats = {i.name for i in self.inputs if isinstance(i, Tensor)}
+        floats = {i.name for i in self.inputs if isinstance(i, Tensor) and i.is_float}
         if not isinstance(self.shift_by_max, tuple) or any(n not in floats for n in self.shift_by_max):
             raise RegistryError(f"op {self.name!r}: shift_by_max={self.shift_by_max!r} must be a tuple of float Tensor "
                                 f"input names, from {sorted(floats)}")

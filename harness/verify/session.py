@@ -209,7 +209,7 @@ def sizing(args: argparse.Namespace) -> None:
         args.kernelbench = found
         print(f"verify: {Path(args.reference).name}: {found['scaling_text']}", flush=True)
         if getattr(args, "kernelbench_plugin", None) is not None:
-            kernelbench.write_plugin(args, kernelbench.fitted_sizes(found))
+            kernelbench.write_plugin(args, kernelbench.fitted_sizes(found), kernelbench.fitted_real(found))
 
 
 def free_slots(args: argparse.Namespace, backend, parallel: int) -> int:
