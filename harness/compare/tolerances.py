@@ -23,10 +23,20 @@ An override must give both atol and rtol and say why (see OpSpec.tolerance).
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 import torch
 
 from harness.compare.rounding import UNIT_ROUNDOFF
+
+
+class ErrorModel(enum.StrEnum):
+    """What a comparison's per-element magnitude means (harness.compare.allclose)."""
+
+    TABLE = "table"  # atol/rtol from TABLE; the magnitude is the size of the terms a formula sums or cancels
+    # the magnitude is the spread of the reference under the input dtype's rounding
+    # (harness.compare.rounding), allowed as is, so |err| / allowed reads in units of that rounding
+    ROUNDING = "rounding"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,10 +47,7 @@ class Tolerance:
     # relative error allowed against the oracle's term magnitude (harness.compare.allclose): the kernels
     # compute in fp32 whatever their input dtype, so it is fp32's, not the output dtype's
     terms_rtol: float = 1e-5
-    # "table": atol/rtol from TABLE, the magnitude is the size of the terms; "rounding": the
-    # magnitude is the spread of the reference under the input dtype's rounding
-    # (harness.compare.rounding), allowed as is, so |err| / allowed reads in units of that rounding
-    model: str = "table"
+    model: ErrorModel = ErrorModel.TABLE
 
 
 TABLE: dict[torch.dtype, Tolerance] = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.settings import DEFAULTS
-from harness.record.case_record import CaseRecord
+from vocabulary.records import CaseRecord
 from vocabulary import Decision, EventKind, JobStatus  # noqa: F401  (the pool's names, also imported from here)
 
 

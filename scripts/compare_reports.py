@@ -1,0 +1,164 @@
+"""Compare the reports of two runs field by field: the same verdicts, cases and mutant outcomes?
+
+    .venv/bin/python scripts/compare_reports.py DIR_A DIR_B [--all-fields]
+
+Each DIR holds verify.json and/or mutation.json, at its top or in sub-directories (a gate's
+report tree; ``incremental/`` is skipped); files are paired by their path under DIR. Compared,
+whatever order the records come in: every kernel's verdict (and the report's ``passed``), every
+case id's status per check (passed, failed, waived, inconclusive), every mutant's status (and the
+score). ``--all-fields`` also compares every other field of each kernel summary, case record and
+mutant, timing fields aside. Prints each difference on a line; exit 0 when none, 1 on any, 2 when
+a directory holds no report or a report is unreadable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from reports import jsonio  # noqa: E402
+from vocabulary.records import case_status  # noqa: E402
+
+REPORTS = ("verify.json", "mutation.json")
+SKIPPED_DIRS = ("incremental",)
+# fields that measure time (or where a mutant ran), never what was decided: ignored by --all-fields
+TIMING = frozenset({"seconds", "timing", "time_breakdown", "worker_seconds", "gpu", "reused_from"})
+
+
+class Unreadable(Exception):
+    """A directory without reports, or a report that is not JSON."""
+
+
+def find_reports(root: Path) -> dict[str, Path]:
+    """verify.json / mutation.json under ``root``, keyed by their path relative to it."""
+    if not root.is_dir():
+        raise Unreadable(f"{root}: not a directory; give the --report-dir of a run")
+    found = {str(p.relative_to(root)): p for name in REPORTS for p in root.rglob(name)
+             if not set(p.relative_to(root).parts[:-1]) & set(SKIPPED_DIRS)}
+    if not found:
+        raise Unreadable(f"{root}: holds no verify.json or mutation.json")
+    return found
+
+
+def load(path: Path) -> dict:
+    try:
+        return jsonio.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise Unreadable(f"{path}: unreadable ({exc})") from None
+
+
+def _same(a, b) -> bool:
+    """Equal, NaN equal to NaN (a report's "nan" reads back as a float NaN)."""
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _keyed(items: list[dict], key) -> dict:
+    """Items by key; several items under one key (a check recorded twice for a case) kept as a
+    list in a stable order, so that only their contents, not the order they were written in, count."""
+    out: dict = defaultdict(list)
+    for item in items:
+        out[key(item)].append(item)
+    return {k: sorted(v, key=_untimed) for k, v in out.items()}
+
+
+def _untimed(item: dict) -> str:
+    return jsonio.dumps({k: v for k, v in item.items() if k not in TIMING}, indent=None)
+
+
+def _diff_sets(what: str, a: dict, b: dict, show) -> list[str]:
+    lines = [f"{what} {show(k)}: only in A" for k in sorted(a.keys() - b.keys(), key=str)]
+    lines += [f"{what} {show(k)}: only in B" for k in sorted(b.keys() - a.keys(), key=str)]
+    return lines
+
+
+def _diff_fields(what: str, a: list[dict], b: list[dict]) -> list[str]:
+    if len(a) != len(b):
+        return [f"{what}: {len(a)} record(s) in A, {len(b)} in B"]
+    lines = []
+    for x, y in zip(a, b):
+        for field in sorted((x.keys() | y.keys()) - TIMING):
+            if not _same(x.get(field), y.get(field)):
+                lines.append(f"{what} {field}: {x.get(field)!r} -> {y.get(field)!r}")
+    return lines
+
+
+def compare_verify(a: dict, b: dict, *, all_fields: bool) -> list[str]:
+    lines = [] if a.get("passed") == b.get("passed") else [f"passed: {a.get('passed')} -> {b.get('passed')}"]
+    ka = _keyed(a.get("kernels", []), lambda k: (k["op"], k["name"]))
+    kb = _keyed(b.get("kernels", []), lambda k: (k["op"], k["name"]))
+    lines += _diff_sets("kernel", ka, kb, "/".join)
+    for key in sorted(ka.keys() & kb.keys()):
+        va, vb = [k.get("verdict") for k in ka[key]], [k.get("verdict") for k in kb[key]]
+        if va != vb:
+            lines.append(f"kernel {'/'.join(key)} verdict: {', '.join(map(str, va))} -> {', '.join(map(str, vb))}")
+        if all_fields:
+            lines += _diff_fields(f"kernel {'/'.join(key)}", ka[key], kb[key])
+    ca = _keyed(a.get("cases", []), lambda r: (r["op"], r["kernel"], r["case_id"], r["check"]))
+    cb = _keyed(b.get("cases", []), lambda r: (r["op"], r["kernel"], r["case_id"], r["check"]))
+    lines += _diff_sets("case", ca, cb, lambda k: f"{k[0]}/{k[1]} {k[2]} [{k[3]}]")
+    for key in sorted(ca.keys() & cb.keys()):
+        where = f"case {key[0]}/{key[1]} {key[2]} [{key[3]}]"
+        sa, sb = sorted(map(case_status, ca[key])), sorted(map(case_status, cb[key]))
+        if sa != sb:
+            lines.append(f"{where}: {', '.join(sa)} -> {', '.join(sb)}")
+        if all_fields:
+            lines += _diff_fields(where, ca[key], cb[key])
+    return lines
+
+
+def compare_mutation(a: dict, b: dict, *, all_fields: bool) -> list[str]:
+    lines = [f"{field}: {a.get(field)!r} -> {b.get(field)!r}" for field in ("passed", "score")
+             if not _same(a.get(field), b.get(field))]
+    ma = _keyed(a.get("mutants", []), lambda m: (m["op"], m["name"]))
+    mb = _keyed(b.get("mutants", []), lambda m: (m["op"], m["name"]))
+    lines += _diff_sets("mutant", ma, mb, "/".join)
+    for key in sorted(ma.keys() & mb.keys()):
+        sa, sb = [m.get("status") for m in ma[key]], [m.get("status") for m in mb[key]]
+        if sa != sb:
+            lines.append(f"mutant {'/'.join(key)} status: {', '.join(map(str, sa))} -> {', '.join(map(str, sb))}")
+        if all_fields:
+            lines += _diff_fields(f"mutant {'/'.join(key)}", ma[key], mb[key])
+    return lines
+
+
+def compare_dirs(dir_a: Path, dir_b: Path, *, all_fields: bool = False) -> list[str]:
+    """Every difference between the reports of two runs, one line each (empty: the same)."""
+    found_a, found_b = find_reports(dir_a), find_reports(dir_b)
+    lines = [f"{rel}: only in A" for rel in sorted(found_a.keys() - found_b.keys())]
+    lines += [f"{rel}: only in B" for rel in sorted(found_b.keys() - found_a.keys())]
+    for rel in sorted(found_a.keys() & found_b.keys()):
+        compare = compare_verify if Path(rel).name == "verify.json" else compare_mutation
+        lines += [f"{rel}: {line}" for line in compare(load(found_a[rel]), load(found_b[rel]), all_fields=all_fields)]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir_a", type=Path, metavar="DIR_A")
+    parser.add_argument("dir_b", type=Path, metavar="DIR_B")
+    parser.add_argument("--all-fields", action="store_true",
+                        help="also compare every other field of kernels, cases and mutants (timing aside)")
+    args = parser.parse_args(argv)
+    try:
+        lines = compare_dirs(args.dir_a, args.dir_b, all_fields=args.all_fields)
+    except Unreadable as exc:
+        print(f"compare_reports: {exc}", file=sys.stderr)
+        return 2
+    for line in lines:
+        print(line)
+    print(f"compare_reports: {len(lines)} difference(s)" if lines else "compare_reports: the same", file=sys.stderr)
+    return 1 if lines else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
