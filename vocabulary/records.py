@@ -140,6 +140,8 @@ class KernelSummary(TypedDict, total=False):
     seconds: float
     worker_seconds: float
     shards: int
+    harness_error: str | None  # the judge's own code raised (verdict ``error``): what it said
+    reused: dict  # a verdict reused from the incremental store: its key and when it was saved
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,9 +15,9 @@ import torch
 
 from harness.compare.measure import Measurement
 from harness.compare.tolerances import ErrorModel
+from vocabulary.records import PRECISION_UNITS
 
 EMPTY = "empty tensors"
-PRECISION_UNITS = 8.0  # up to this many roundings of the terms, a precision choice explains an error
 
 
 def not_a_tensor(actual) -> str:

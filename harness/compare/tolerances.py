@@ -28,6 +28,7 @@ import enum
 import torch
 
 from harness.compare.rounding import UNIT_ROUNDOFF
+from vocabulary.records import PRECISION_UNITS
 
 
 class ErrorModel(enum.StrEnum):
@@ -68,9 +69,9 @@ def for_dtype(dtype: torch.dtype) -> Tolerance:
 # Contract(precision="input"): a kernel that rounds its intermediates (logits, a normalised row) to
 # the fp16/bf16 input dtype by design is allowed this many roundings of that dtype on the terms a
 # formula sums or cancels: the bound up to which a failure message already calls an error "a
-# precision choice at most" (harness.compare.allclose), so a declared convention reproduced
+# precision choice at most" (harness.compare.message, PRECISION_UNITS), so a declared convention reproduced
 # faithfully passes and a precision loss beyond it still fails.
-DECLARED_ULPS = 8.0
+DECLARED_ULPS = PRECISION_UNITS
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 # Contract(precision=(DTYPE, N)): N roundings of DTYPE on the terms, on every case: a kernel whose
 # DTYPE arithmetic loses more than the op's model by design, e.g. ("float32", 64) for an fp32

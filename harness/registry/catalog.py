@@ -247,7 +247,7 @@ def _checked(reply: dict) -> dict:
         _need(isinstance(k, dict) and all(isinstance(k.get(f), str) and k.get(f) for f in ("op", "name", "kind", "origin",
               "defined_at")), f"kernel {str(k)[:80]}")
         _need(k["op"] in ops, f"kernel {k['name']!r}: its op {k['op']!r} is not described")
-        _need(k["kind"] in ("kernel", "mutant"), f"kernel {k['name']!r}'s kind")
+        _need(k["kind"] in tuple(EntryKind), f"kernel {k['name']!r}'s kind")
         _need(isinstance(k.get("contract"), dict) and isinstance(k.get("meta"), dict)
               and isinstance(k.get("description"), str) and (k.get("plugin") is None or isinstance(k["plugin"], str)),
               f"kernel {k['name']!r}'s contract")
