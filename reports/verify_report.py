@@ -43,7 +43,7 @@ from collections import Counter
 from typing import Iterable
 
 from vocabulary import PASSING, Check, FailureClass, JobStatus, Verdict
-from vocabulary.records import PRECISION_UNITS, CaseStatus, KernelSummary, case_status
+from vocabulary.records import PRECISION_UNITS, REJECTIONS, SELF_LIMITS, CaseStatus, KernelSummary, case_status
 
 
 def worst_ratio(ratios: Iterable[float | None]) -> float | None:
@@ -93,9 +93,6 @@ def failure_class(records: list[dict], status: str = JobStatus.OK) -> str | None
     return FailureClass.PRECISION if precision else FailureClass.ERROR
 
 
-# what an out-of-contract case must raise (harness.run.kernel_host.REJECTIONS; reports import no engine)
-REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")
-
 
 def _last_dim(record: dict) -> int | None:
     """The last dimension of a record's first tensor input (what ``Contract(max_n=...)`` bounds)."""
@@ -118,7 +115,7 @@ def refusals(records: list[dict]) -> dict | None:
     longest = max((n for n in others if n is not None), default=0)
     shortest = min((_last_dim(r) or 0) for r in refused)
     types = Counter(r["refused"] for r in refused)
-    options = [("Contract(self_limits=True)", REJECTIONS + ("AssertionError",))]
+    options = [("Contract(self_limits=True)", SELF_LIMITS)]
     if shortest - 1 >= max(longest, 1):  # a length limit: said as one
         options.insert(0, (f"Contract(max_n={shortest - 1})", REJECTIONS))
     # the first that accepts the refusals as they are raised, else the first

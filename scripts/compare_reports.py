@@ -92,43 +92,40 @@ def _diff_fields(what: str, a: list[dict], b: list[dict]) -> list[str]:
     return lines
 
 
-def compare_verify(a: dict, b: dict, *, all_fields: bool) -> list[str]:
-    lines = [] if a.get("passed") == b.get("passed") else [f"passed: {a.get('passed')} -> {b.get('passed')}"]
-    ka = _keyed(a.get("kernels", []), lambda k: (k["op"], k["name"]))
-    kb = _keyed(b.get("kernels", []), lambda k: (k["op"], k["name"]))
-    lines += _diff_sets("kernel", ka, kb, "/".join)
-    for key in sorted(ka.keys() & kb.keys()):
-        va, vb = [k.get("verdict") for k in ka[key]], [k.get("verdict") for k in kb[key]]
-        if va != vb:
-            lines.append(f"kernel {'/'.join(key)} verdict: {', '.join(map(str, va))} -> {', '.join(map(str, vb))}")
-        if all_fields:
-            lines += _diff_fields(f"kernel {'/'.join(key)}", ka[key], kb[key])
-    ca = _keyed(a.get("cases", []), lambda r: (r["op"], r["kernel"], r["case_id"], r["check"]))
-    cb = _keyed(b.get("cases", []), lambda r: (r["op"], r["kernel"], r["case_id"], r["check"]))
-    lines += _diff_sets("case", ca, cb, lambda k: f"{k[0]}/{k[1]} {k[2]} [{k[3]}]")
-    for key in sorted(ca.keys() & cb.keys()):
-        where = f"case {key[0]}/{key[1]} {key[2]} [{key[3]}]"
-        sa, sb = sorted(map(case_status, ca[key])), sorted(map(case_status, cb[key]))
+def _diff_items(what: str, a: list[dict], b: list[dict], *, key, show, status, all_fields: bool) -> list[str]:
+    """The items of one kind only one side has, those whose ``status`` (a list of strings for the
+    items under one key) differs, and with ``all_fields`` every other field that differs."""
+    ka, kb = _keyed(a, key), _keyed(b, key)
+    lines = _diff_sets(what, ka, kb, show)
+    for k in sorted(ka.keys() & kb.keys()):
+        where = f"{what} {show(k)}"
+        sa, sb = status(ka[k]), status(kb[k])
         if sa != sb:
             lines.append(f"{where}: {', '.join(sa)} -> {', '.join(sb)}")
         if all_fields:
-            lines += _diff_fields(where, ca[key], cb[key])
+            lines += _diff_fields(where, ka[k], kb[k])
     return lines
+
+
+def _field(name: str):
+    return lambda items: [str(i.get(name)) for i in items]
+
+
+def compare_verify(a: dict, b: dict, *, all_fields: bool) -> list[str]:
+    lines = [] if a.get("passed") == b.get("passed") else [f"passed: {a.get('passed')} -> {b.get('passed')}"]
+    lines += _diff_items("kernel", a.get("kernels", []), b.get("kernels", []), key=lambda k: (k["op"], k["name"]),
+                         show="/".join, status=_field("verdict"), all_fields=all_fields)
+    return lines + _diff_items(
+        "case", a.get("cases", []), b.get("cases", []), key=lambda r: (r["op"], r["kernel"], r["case_id"], r["check"]),
+        show=lambda k: f"{k[0]}/{k[1]} {k[2]} [{k[3]}]", status=lambda rs: sorted(case_status(r).value for r in rs),
+        all_fields=all_fields)
 
 
 def compare_mutation(a: dict, b: dict, *, all_fields: bool) -> list[str]:
     lines = [f"{field}: {a.get(field)!r} -> {b.get(field)!r}" for field in ("passed", "score")
              if not _same(a.get(field), b.get(field))]
-    ma = _keyed(a.get("mutants", []), lambda m: (m["op"], m["name"]))
-    mb = _keyed(b.get("mutants", []), lambda m: (m["op"], m["name"]))
-    lines += _diff_sets("mutant", ma, mb, "/".join)
-    for key in sorted(ma.keys() & mb.keys()):
-        sa, sb = [m.get("status") for m in ma[key]], [m.get("status") for m in mb[key]]
-        if sa != sb:
-            lines.append(f"mutant {'/'.join(key)} status: {', '.join(map(str, sa))} -> {', '.join(map(str, sb))}")
-        if all_fields:
-            lines += _diff_fields(f"mutant {'/'.join(key)}", ma[key], mb[key])
-    return lines
+    return lines + _diff_items("mutant", a.get("mutants", []), b.get("mutants", []), key=lambda m: (m["op"], m["name"]),
+                               show="/".join, status=_field("status"), all_fields=all_fields)
 
 
 def compare_dirs(dir_a: Path, dir_b: Path, *, all_fields: bool = False) -> list[str]:

@@ -70,8 +70,8 @@ def test_a_changed_verdict_case_status_or_mutant_status_is_each_named(tmp_path):
     mutation["mutants"][0]["status"] = "survived"
     lines = compare_reports.compare_dirs(_write(tmp_path / "a"), _write(tmp_path / "b", verify, mutation))
     assert lines == [
-        "mutation.json: mutant rmsnorm/cat.a status: killed -> survived",
-        "verify.json: kernel rmsnorm/bad verdict: fail -> pass",
+        "mutation.json: mutant rmsnorm/cat.a: killed -> survived",
+        "verify.json: kernel rmsnorm/bad: fail -> pass",
         "verify.json: case rmsnorm/good rmsnorm:M=2,N=8 [backward_x]: only in A",
         "verify.json: case rmsnorm/bad rmsnorm:M=2,N=16 [forward]: waived -> passed",
         "verify.json: case rmsnorm/bad rmsnorm:M=2,N=8 [forward]: failed -> passed",

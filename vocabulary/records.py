@@ -11,6 +11,7 @@ take them from here, so that a field is spelled once.
   counts them).
 - ``PRECISION_UNITS``: the worst error, in roundings of the terms (a record's ``rounding_units``),
   that a precision choice explains; past it an error is a logic error.
+- ``REJECTIONS``, ``SELF_LIMITS``: the exception names that refuse a case cleanly (a record's ``refused``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from typing import Any, TypedDict
 from vocabulary.names import Phase, Status
 
 PRECISION_UNITS = 8.0
+# the exceptions (by type name, as a record's ``refused`` holds it) that answer an out-of-contract
+# case; SELF_LIMITS: what a kernel declaring Contract(self_limits=True) may raise to state a limit
+REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")
+SELF_LIMITS = REJECTIONS + ("AssertionError",)
 
 
 class CaseStatus(enum.StrEnum):

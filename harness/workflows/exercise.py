@@ -28,7 +28,7 @@ from harness.cases.case import Case
 from harness.cases.command import console_words
 from harness.mutation.mutagen import build_module
 from harness.registry.registry import Origin, REGISTRY, KernelEntry
-from vocabulary import EntryKind
+from vocabulary import EntryKind, Layout
 
 OP = "rmsnorm"
 PROJECT_KERNEL = "triton_rmsnorm"
@@ -100,7 +100,7 @@ def build_mutant(name: str) -> KernelEntry:
 
 
 def cases(spec) -> list[Case]:
-    return [spec.case({"M": ROWS, "N": n}, torch.float32, "contiguous", "normal", {"eps": EPS}, None, seed=n)
+    return [spec.case({"M": ROWS, "N": n}, torch.float32, Layout.CONTIGUOUS, "normal", {"eps": EPS}, None, seed=n)
             for n in SIZES]
 
 
