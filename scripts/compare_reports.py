@@ -7,7 +7,8 @@ report tree; ``incremental/`` is skipped); files are paired by their path under 
 whatever order the records come in: every kernel's verdict (and the report's ``passed``), every
 case id's status per check (passed, failed, waived, inconclusive), every mutant's status (and the
 score). ``--all-fields`` also compares every other field of each kernel summary, case record and
-mutant, timing fields aside. Prints each difference on a line; exit 0 when none, 1 on any, 2 when
+mutant, timing fields aside, and ``--ignore FIELD`` (repeatable, at any depth: ``repro`` holds the
+checkout's path) more. Prints each difference on a line; exit 0 when none, 1 on any, 2 when
 a directory holds no report or a report is unreadable.
 """
 
@@ -51,14 +52,16 @@ def load(path: Path) -> dict:
         raise Unreadable(f"{path}: unreadable ({exc})") from None
 
 
-def _same(a, b) -> bool:
-    """Equal, NaN equal to NaN (a report's "nan" reads back as a float NaN)."""
+def _same(a, b, ignored: frozenset = frozenset()) -> bool:
+    """Equal, NaN equal to NaN (a report's "nan" reads back as a float NaN), ``ignored`` fields of
+    nested dicts aside."""
     if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
         return True
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        keys = a.keys() - ignored
+        return keys == b.keys() - ignored and all(_same(a[k], b[k], ignored) for k in keys)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y, ignored) for x, y in zip(a, b))
     return a == b
 
 
@@ -81,20 +84,21 @@ def _diff_sets(what: str, a: dict, b: dict, show) -> list[str]:
     return lines
 
 
-def _diff_fields(what: str, a: list[dict], b: list[dict]) -> list[str]:
+def _diff_fields(what: str, a: list[dict], b: list[dict], ignored: frozenset) -> list[str]:
     if len(a) != len(b):
         return [f"{what}: {len(a)} record(s) in A, {len(b)} in B"]
     lines = []
     for x, y in zip(a, b):
-        for field in sorted((x.keys() | y.keys()) - TIMING):
-            if not _same(x.get(field), y.get(field)):
+        for field in sorted((x.keys() | y.keys()) - TIMING - ignored):
+            if not _same(x.get(field), y.get(field), ignored):
                 lines.append(f"{what} {field}: {x.get(field)!r} -> {y.get(field)!r}")
     return lines
 
 
-def _diff_items(what: str, a: list[dict], b: list[dict], *, key, show, status, all_fields: bool) -> list[str]:
+def _diff_items(what: str, a: list[dict], b: list[dict], *, key, show, status, ignored) -> list[str]:
     """The items of one kind only one side has, those whose ``status`` (a list of strings for the
-    items under one key) differs, and with ``all_fields`` every other field that differs."""
+    items under one key) differs, and unless ``ignored`` is None (the fields not compared)
+    every other field that differs."""
     ka, kb = _keyed(a, key), _keyed(b, key)
     lines = _diff_sets(what, ka, kb, show)
     for k in sorted(ka.keys() & kb.keys()):
@@ -102,8 +106,8 @@ def _diff_items(what: str, a: list[dict], b: list[dict], *, key, show, status, a
         sa, sb = status(ka[k]), status(kb[k])
         if sa != sb:
             lines.append(f"{where}: {', '.join(sa)} -> {', '.join(sb)}")
-        if all_fields:
-            lines += _diff_fields(where, ka[k], kb[k])
+        if ignored is not None:
+            lines += _diff_fields(where, ka[k], kb[k], ignored)
     return lines
 
 
@@ -111,31 +115,32 @@ def _field(name: str):
     return lambda items: [str(i.get(name)) for i in items]
 
 
-def compare_verify(a: dict, b: dict, *, all_fields: bool) -> list[str]:
+def compare_verify(a: dict, b: dict, *, ignored: frozenset | None) -> list[str]:
     lines = [] if a.get("passed") == b.get("passed") else [f"passed: {a.get('passed')} -> {b.get('passed')}"]
     lines += _diff_items("kernel", a.get("kernels", []), b.get("kernels", []), key=lambda k: (k["op"], k["name"]),
-                         show="/".join, status=_field("verdict"), all_fields=all_fields)
+                         show="/".join, status=_field("verdict"), ignored=ignored)
     return lines + _diff_items(
         "case", a.get("cases", []), b.get("cases", []), key=lambda r: (r["op"], r["kernel"], r["case_id"], r["check"]),
         show=lambda k: f"{k[0]}/{k[1]} {k[2]} [{k[3]}]", status=lambda rs: sorted(case_status(r).value for r in rs),
-        all_fields=all_fields)
+        ignored=ignored)
 
 
-def compare_mutation(a: dict, b: dict, *, all_fields: bool) -> list[str]:
+def compare_mutation(a: dict, b: dict, *, ignored: frozenset | None) -> list[str]:
     lines = [f"{field}: {a.get(field)!r} -> {b.get(field)!r}" for field in ("passed", "score")
              if not _same(a.get(field), b.get(field))]
     return lines + _diff_items("mutant", a.get("mutants", []), b.get("mutants", []), key=lambda m: (m["op"], m["name"]),
-                               show="/".join, status=_field("status"), all_fields=all_fields)
+                               show="/".join, status=_field("status"), ignored=ignored)
 
 
-def compare_dirs(dir_a: Path, dir_b: Path, *, all_fields: bool = False) -> list[str]:
+def compare_dirs(dir_a: Path, dir_b: Path, *, all_fields: bool = False, ignore: tuple[str, ...] = ()) -> list[str]:
     """Every difference between the reports of two runs, one line each (empty: the same)."""
+    fields = frozenset(ignore) if all_fields else None
     found_a, found_b = find_reports(dir_a), find_reports(dir_b)
     lines = [f"{rel}: only in A" for rel in sorted(found_a.keys() - found_b.keys())]
     lines += [f"{rel}: only in B" for rel in sorted(found_b.keys() - found_a.keys())]
     for rel in sorted(found_a.keys() & found_b.keys()):
         compare = compare_verify if Path(rel).name == "verify.json" else compare_mutation
-        lines += [f"{rel}: {line}" for line in compare(load(found_a[rel]), load(found_b[rel]), all_fields=all_fields)]
+        lines += [f"{rel}: {line}" for line in compare(load(found_a[rel]), load(found_b[rel]), ignored=fields)]
     return lines
 
 
@@ -145,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dir_b", type=Path, metavar="DIR_B")
     parser.add_argument("--all-fields", action="store_true",
                         help="also compare every other field of kernels, cases and mutants (timing aside)")
+    parser.add_argument("--ignore", action="append", default=[], metavar="FIELD",
+                        help="with --all-fields: a field not to compare, at any depth (repeatable)")
     args = parser.parse_args(argv)
     try:
-        lines = compare_dirs(args.dir_a, args.dir_b, all_fields=args.all_fields)
+        lines = compare_dirs(args.dir_a, args.dir_b, all_fields=args.all_fields, ignore=tuple(args.ignore))
     except Unreadable as exc:
         print(f"compare_reports: {exc}", file=sys.stderr)
         return 2

@@ -107,3 +107,17 @@ def test_the_command_exits_1_on_a_difference_0_on_none_2_without_reports(tmp_pat
     assert (same.returncode, same.stdout) == (0, "")
     assert differ.returncode == 1 and differ.stdout == "mutation.json: score: 1.0 -> 0.5\n"
     assert empty.returncode == 2 and "not a directory" in empty.stderr and "Traceback" not in empty.stderr
+
+
+def test_an_ignored_field_is_skipped_at_any_depth(tmp_path):
+    # the repro line holds the checkout's path: two checkouts of one revision differ there only
+    verify, mutation = copy.deepcopy(VERIFY), copy.deepcopy(MUTATION)
+    verify["cases"][0]["repro"] = "/b/.venv/bin/triton-verify verify --case x"
+    mutation["mutants"][0]["killed_by"] = {"check": "forward", "repro": "/b/triton-verify mutate"}
+    a = _write(tmp_path / "a", {**VERIFY, "cases": [{**VERIFY["cases"][0], "repro": "/a/triton-verify verify --case x"},
+                                                     *VERIFY["cases"][1:]]},
+               {**MUTATION, "mutants": [{**MUTATION["mutants"][0], "killed_by": {"check": "forward", "repro": "/a/x"}},
+                                        MUTATION["mutants"][1]]})
+    b = _write(tmp_path / "b", verify, mutation)
+    assert len(compare_reports.compare_dirs(a, b, all_fields=True)) == 2
+    assert compare_reports.compare_dirs(a, b, all_fields=True, ignore=("repro",)) == []
