@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from vocabulary import EntryKind
 
 __all__ = ["generated_cases"]
 
@@ -113,7 +114,7 @@ class VerifyFile(pytest.File):
         max_examples = config.getoption("verify_max_examples")
         max_examples = current_settings().max_examples(backend.name) if max_examples is None else max_examples
         seed = config.getoption("verify_seed")
-        entries = [e for e in REGISTRY.select(op=config.getoption("verify_op"), kind="kernel",
+        entries = [e for e in REGISTRY.select(op=config.getoption("verify_op"), kind=EntryKind.KERNEL,
                                               pattern=config.getoption("verify_select"))
                    if e.plugin and Path(e.plugin).resolve() == self.path.resolve()]
         cases_of: dict[str, list] = {}

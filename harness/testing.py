@@ -23,7 +23,7 @@ from harness.registry.registry import Origin, Contract, KernelEntry, REGISTRY, _
 from harness.errors import RegistryError, UsageError
 from harness.run import backend as backends
 from harness.settings import current as current_settings
-from vocabulary import Backend as BackendName
+from vocabulary import Backend as BackendName, EntryKind
 
 __all__ = ["assert_kernel", "prepare"]
 
@@ -68,7 +68,7 @@ def entry_for(op: str, fn: Callable, *, name: str | None = None, contract: Contr
         raise RegistryError(f"contract waives unknown check(s) {', '.join(unknown)} of op {op!r}; "
                             f"known checks: {', '.join(spec.check_names())}")
     check_names(contract, spec, f"kernel {name or getattr(fn, '__name__', 'kernel')!r}")
-    return KernelEntry(op=op, name=name or getattr(fn, "__name__", "kernel"), fn=fn, contract=contract, kind="kernel",
+    return KernelEntry(op=op, name=name or getattr(fn, "__name__", "kernel"), fn=fn, contract=contract, kind=EntryKind.KERNEL,
                        origin=Origin.TEST, defined_at=_where(fn))
 
 
@@ -164,7 +164,7 @@ def _registered(fn: Callable) -> tuple[str, str] | None:
     (harness.register_kernel)."""
     from harness.settings import PROJECT_ROOT
 
-    for entry in REGISTRY.select(kind="kernel"):
+    for entry in REGISTRY.select(kind=EntryKind.KERNEL):
         if entry.fn is fn:
             if entry.plugin:
                 return entry.plugin, entry.name

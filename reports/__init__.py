@@ -1,1 +1,1 @@
-"""Report writers. They read records (harness.record.case_record.CaseRecord dicts) and nothing else."""
+"""Report writers. They read records (vocabulary.records.CaseRecord dicts) and nothing else."""

@@ -17,6 +17,7 @@ import markupsafe
 
 from reports import drift, failure_groups, library_tests, mutation_report, plot_cache, plots, timing, verify_report
 from vocabulary import Status
+from vocabulary.records import CaseStatus, case_status
 
 __all__ = ["render", "FILTERS", "FAILURES_PER_GROUP"]
 
@@ -98,10 +99,10 @@ def _case_rows_html(cases: list[dict]) -> markupsafe.Markup:
     esc = markupsafe.escape
     out = []
     for r in cases:
-        verdict = "waived" if r.get("waived") else "passed" if r.get("passed") else "failed"
+        verdict = case_status(r).value
         op, kernel, check, dtype = (esc(r.get(k, "")) for k in ("op", "kernel", "check", "dtype"))
         case_id = str(r.get("case_id", ""))
-        title = f' title="{esc(r["message"])}"' if verdict != "passed" and r.get("message") else ""
+        title = f' title="{esc(r["message"])}"' if verdict != CaseStatus.PASSED and r.get("message") else ""
         mismatched = _fmt(r.get("mismatched")) + (f" / {r['numel']}" if r.get("numel") else "")
         out.append(
             f'<tr class="{verdict}" data-op="{op}" data-kernel="{kernel}" data-check="{check}" data-dtype="{dtype}" '
@@ -117,7 +118,7 @@ def _case_rows_html(cases: list[dict]) -> markupsafe.Markup:
 
 def _filter_options(cases: list[dict]) -> dict[str, list[str]]:
     options = {f: sorted({str(c.get(f, "")) for c in cases}) for f in FILTERS if f != "verdict"}
-    options["verdict"] = ["failed", "passed", "waived"]
+    options["verdict"] = [s.value for s in sorted(CaseStatus)]
     return options
 
 

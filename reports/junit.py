@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 
 from reports import verify_report
-from vocabulary import Status, Verdict
+from vocabulary import JobStatus, Status, Verdict
 
 __all__ = ["render", "CASES_PER_FAILURE"]
 
@@ -118,7 +118,7 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
             fault = k.get("harness_error") or {}
             _element(case, "error", message="ERROR (harness): no verdict", type="HarnessError").text = _clean(
                 fault.get("summary", "the harness failed"))
-        elif k.get("status") not in (None, "ok"):
+        elif k.get("status") not in (None, JobStatus.OK):
             case = _element(suite, "testcase", classname=f"verify.{op}.{name}", name="run", time=f"{k.get('seconds') or 0.0:.3f}")
             _element(case, "error", message=f"kernel run ended with status {k['status']}", type=str(k["status"])).text = _clean(
                 f"the worker for {op}/{name} ended with status {k['status']}; see the crash records in verify.json")

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import Counter
 
 from reports import drift, library_tests, mutation_report, verify_report
-from vocabulary import JobStatus, Status, mutation_score
+from vocabulary import JobStatus, mutation_score
+from vocabulary.records import MutantRecord
 
 __all__ = ["MergeError", "merge_verify", "merge_mutation"]
 
@@ -113,11 +114,11 @@ def merge_mutation(parts: list[tuple[str, dict]]) -> dict:
     header["stale_equivalent_marks"] = sorted({n for _, r in parts for n in r.get("stale_equivalent_marks", [])})
     # distinct keys do not add up over parts (their mutants share the clean kernels' keys): each part's own
     header["specializations"] = {"parts": [r.get("specializations") for _, r in parts]}
-    score = mutation_score(Status(m["status"]) for m in mutants) if not refused else None
+    records = [MutantRecord.from_json(m) for m in mutants]
+    score = mutation_score(r.status for r in records) if not refused else None
     return mutation_report.build(
         header, mutants=mutants, score=score, min_score=parts[0][1].get("min_score", 1.0), sanity=sanity,
-        kill_matrix={m["name"]: {m["killed_by"]["check"]: m["killed_by"]["case_id"]}
-                     for m in mutants if m["detected"] and m.get("killed_by")},
+        kill_matrix={r.name: {r.killed_by["check"]: r.killed_by["case_id"]} for r in records if r.detected and r.killed_by},
         minimal_cases=mutation_report.minimal_cases(mutants), seconds=header.pop("seconds"), refused="; ".join(refused) or None,
         tests=library_tests.merge([r.get("tests") for _, r in parts]),
     )

@@ -15,7 +15,8 @@ from vocabulary import STATUS_ORDER as _ORDER
 from vocabulary import Status
 
 STATUS_ORDER = tuple(s.value for s in _ORDER)  # what needs a look first; a record holds the value
-STATUS_STYLE = {"survived": "red", "timeout": "yellow", "crashed": "yellow", "killed": "green", "incompetent": "dim", "equivalent": "cyan"}
+STATUS_STYLE = {Status.SURVIVED: "red", Status.TIMEOUT: "yellow", Status.CRASHED: "yellow", Status.KILLED: "green",
+                Status.INCOMPETENT: "dim", Status.EQUIVALENT: "cyan"}
 
 
 def build(header: dict, *, mutants: list[dict], score: float | None, min_score: float, sanity: dict,
@@ -93,7 +94,7 @@ def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> 
     for m in shown:
         k = m["killed_by"]
         by = f"{k['check']} @ {short_case(k['case_id'])}" if k else (m["note"][:60] if m["note"] else "-")
-        style = STATUS_STYLE[m["status"]]
+        style = STATUS_STYLE[Status(m["status"])]
         table.add_row(f"[{style}]{m['status']}[/]", m["op"], m["name"], m["origin"], m["operator"] or "-",
                       m["location"] or "-", by, f"{m['seconds']:.1f}")
     if shown or full:
@@ -103,7 +104,7 @@ def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> 
                       f"in {path} and index.html", highlight=False)
 
     for m in ordered(report["mutants"]):
-        if m["status"] != "survived":
+        if m["status"] != Status.SURVIVED:
             continue
         console.print(f"[red]SURVIVED[/] {m['op']}/{m['name']} ({m['location']}): {m['description']}", highlight=False)
         for line in (m["diff"] or "(no diff: a plugin mutant)").splitlines():
@@ -111,7 +112,7 @@ def print_mutation(report: dict, *, path: str, file=None, full: bool = True) -> 
     if report.get("stale_equivalent_marks"):
         console.print("[yellow]equivalence marks ignored (their mutant's source changed; judge again):[/] "
                       + ", ".join(report["stale_equivalent_marks"]), highlight=False)
-    equivalent = [m for m in report["mutants"] if m["status"] == "equivalent"]
+    equivalent = [m for m in report["mutants"] if m["status"] == Status.EQUIVALENT]
     if equivalent:
         source = (report.get("library") or {}).get("equivalent_file") or "properties/mutants/equivalent.toml"
         console.print(f"[cyan]{len(equivalent)} mutant(s) marked equivalent[/] ({source}):")

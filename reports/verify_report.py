@@ -24,7 +24,7 @@ reason; it counts as neither passed nor failed. A kernel summary has ``waived`` 
 records), ``waivers`` ({check: reason}, as declared) and ``stale_waivers`` (declared checks that ran
 and never failed: the waiver can go).
 Failure class: a failed kernel has ``failure_class`` "precision" when every failed check record is a
-value comparison whose worst error is within ``PRECISION_BOUND`` roundings of its terms
+value comparison whose worst error is within ``PRECISION_UNITS`` (vocabulary.records) roundings of its terms
 (``rounding_units``: another rounding order, an intermediate in a narrower type, exp(x - lse) in
 fp32), else "error" (beyond what rounding explains, non-finite, a crash, a wrong shape, a write
 into an input). The label every report shows is :func:`verdict_label`: "FAIL (precision)" for the
@@ -42,11 +42,8 @@ import math
 from collections import Counter
 from typing import Iterable
 
-from vocabulary import PASSING, FailureClass, JobStatus, Verdict
-
-# worst error, in roundings of the terms, that a precision choice explains (harness.compare.allclose
-# says the same in each failure's message; a value here so that reports need not import the engine)
-PRECISION_BOUND = 8.0
+from vocabulary import PASSING, Check, FailureClass, JobStatus, Verdict
+from vocabulary.records import PRECISION_UNITS, REJECTIONS, SELF_LIMITS, CaseStatus, KernelSummary, case_status
 
 
 def worst_ratio(ratios: Iterable[float | None]) -> float | None:
@@ -64,7 +61,7 @@ def _unverified(records: list[dict], value_checks) -> str:
     if inconclusive:
         return (f"{len(inconclusive)} case(s) inconclusive, {inconclusive[0]['inconclusive']}: the judge could not "
                 f"run them, e.g. {inconclusive[0]['case_id']}; not the kernel's doing: run again with the GPU to itself")
-    if not any(r["check"] != "contract" for r in records):
+    if not any(r["check"] != Check.CONTRACT for r in records):
         return "no case inside the kernel's contract ran: nothing was compared with the oracle"
     compared = {r["check"] for r in records if r.get("max_abs_err") is not None}
     missing = [c for c in value_checks or () if c not in compared]
@@ -91,13 +88,10 @@ def failure_class(records: list[dict], status: str = JobStatus.OK) -> str | None
         return FailureClass.REFUSED
     failed = [r for r in failed if not r.get("refused")] or failed  # a refusal is not what sets the class
     precision = status == JobStatus.OK and all(
-        r.get("rounding_units") is not None and math.isfinite(r["rounding_units"]) and r["rounding_units"] <= PRECISION_BOUND
+        r.get("rounding_units") is not None and math.isfinite(r["rounding_units"]) and r["rounding_units"] <= PRECISION_UNITS
         for r in failed)
     return FailureClass.PRECISION if precision else FailureClass.ERROR
 
-
-# what an out-of-contract case must raise (harness.run.kernel_host.REJECTIONS; reports import no engine)
-REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")
 
 
 def _last_dim(record: dict) -> int | None:
@@ -117,11 +111,11 @@ def refusals(records: list[dict]) -> dict | None:
     if not refused:
         return None
     ids = {r["case_id"] for r in refused}
-    others = [_last_dim(r) for r in records if r["case_id"] not in ids and r["check"] != "contract"]
+    others = [_last_dim(r) for r in records if r["case_id"] not in ids and r["check"] != Check.CONTRACT]
     longest = max((n for n in others if n is not None), default=0)
     shortest = min((_last_dim(r) or 0) for r in refused)
     types = Counter(r["refused"] for r in refused)
-    options = [("Contract(self_limits=True)", REJECTIONS + ("AssertionError",))]
+    options = [("Contract(self_limits=True)", SELF_LIMITS)]
     if shortest - 1 >= max(longest, 1):  # a length limit: said as one
         options.insert(0, (f"Contract(max_n={shortest - 1})", REJECTIONS))
     # the first that accepts the refusals as they are raised, else the first
@@ -161,16 +155,6 @@ def verdict_label(kernel: dict) -> str:
             FailureClass.SHORTCUT: "FAIL (shortcut)"}.get(kernel.get("failure_class"), "FAIL")
 
 
-def verdict(record: dict) -> str:
-    """passed | failed | waived (a failure the kernel declares deliberate) | inconclusive (a case
-    the judge could not run: out of GPU memory)."""
-    if record.get("waived"):
-        return "waived"
-    if record.get("inconclusive"):
-        return "inconclusive"
-    return "passed" if record.get("passed") else "failed"
-
-
 def self_limited(records: list[dict]) -> dict | None:
     """The cases a kernel rejected itself (``Contract(self_limits=True)``) and the coverage they
     leave: which layouts, dtypes and shapes were rejected, and the case ids (None: no such case)."""
@@ -195,7 +179,7 @@ def stale_waivers(records: list[dict], waivers: dict[str, str]) -> list[str]:
 
 
 def kernel_summary(op: str, name: str, records: list[dict], *, status: str = JobStatus.OK, value_checks=None,
-                   waivers: dict | None = None, forward_only: bool = False, **extra) -> dict:
+                   waivers: dict | None = None, forward_only: bool = False, **extra) -> KernelSummary:
     """``value_checks``: the op's forward check then its gradients; a ``forward_only`` kernel
     (Contract(forward_only=True)) is held to the first alone."""
     waived = _waived_uncompared(records, value_checks, waivers)
@@ -207,15 +191,15 @@ def kernel_summary(op: str, name: str, records: list[dict], *, status: str = Job
         value_checks = [c for c in value_checks if c not in waived]
     case_ids = {r["case_id"] for r in records}
     failed_ids = {r["case_id"] for r in records if not r["passed"]}
-    unverified = _unverified(records, value_checks) if status == "ok" and not failed_ids else ""
+    unverified = _unverified(records, value_checks) if status == JobStatus.OK and not failed_ids else ""
     passed = Verdict.PASS_FORWARD_ONLY if forward_only else Verdict.PASS
     kernel_verdict = Verdict.FAIL if status != JobStatus.OK or failed_ids else (Verdict.NOT_VERIFIED if unverified else passed)
     if status == JobStatus.HARNESS_ERROR:  # whatever its records say, the run that would judge it did not finish
         kernel_verdict = Verdict.ERROR  # the harness's own code (or an op's declaration) raised: no verdict
-    by_check = Counter((r["check"], verdict(r)) for r in records)
+    by_check = Counter((r["check"], case_status(r).value) for r in records)
     checks = {}
     for (check, outcome), count in sorted(by_check.items()):
-        entry = checks.setdefault(check, {"passed": 0, "failed": 0})
+        entry = checks.setdefault(check, {CaseStatus.PASSED.value: 0, CaseStatus.FAILED.value: 0})
         entry[outcome] = entry.get(outcome, 0) + count
     # a waived failure is reported apart (waived, with its reason): it is not the kernel's worst error
     worst = worst_ratio(r.get("err_ratio") for r in records if not r.get("waived"))

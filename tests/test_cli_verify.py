@@ -207,7 +207,7 @@ def test_exitfirst_stops_the_kernels_still_running_and_reports_them_not_run(tmp_
 def test_exitfirst_settles_a_stopped_kernel_as_not_run_and_keeps_a_failed_ones_records():
     from harness.execution import exitfirst
     from harness.execution.job import Job, JobResult, JobStatus
-    from harness.record.case_record import CaseRecord
+    from vocabulary.records import CaseRecord
 
     def result(kernel, shard, status, passed=()):
         job = Job(op="rmsnorm", kernel=kernel, backend="interpreter", seed=0, max_examples=1, shard=shard, shards=2)

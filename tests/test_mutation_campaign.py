@@ -7,7 +7,7 @@ from harness.mutation import campaign
 from harness.mutation import mutagen
 from harness.mutation.campaign import Outcome, Status
 from harness.execution.jobs import Job, JobResult
-from harness.record.case_record import CaseRecord
+from vocabulary.records import CaseRecord
 from harness.registry.registry import Contract, KernelEntry
 from harness.cases.command import console_words
 

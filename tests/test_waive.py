@@ -10,7 +10,7 @@ import pytest
 
 from harness import Contract, RegistryError, register_kernel
 from harness.record import waivers
-from harness.record.case_record import CaseRecord
+from vocabulary.records import CaseRecord
 from reports import verify_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,12 +126,12 @@ def test_the_vocabulary_is_one_module_and_the_pool_maps_kernel_ends_explicitly()
     import vocabulary as v
     from harness.execution import job
     from harness.mutation import outcome
-    from harness.record import case_record
+    from vocabulary import records
     from harness.registry import registry
     from harness.run import kernel_host
 
     assert (job.JobStatus, job.EventKind, job.Decision) == (v.JobStatus, v.EventKind, v.Decision)
-    assert (kernel_host.KernelEnd, case_record.Phase, registry.Origin, outcome.Status) == (
+    assert (kernel_host.KernelEnd, records.Phase, registry.Origin, outcome.Status) == (
         v.KernelEnd, v.Phase, v.Origin, v.Status)
     assert set(v.JOB_END) == set(v.KernelEnd) and all(v.JOB_END[k] is v.JobStatus(k.value) for k in v.KernelEnd)
     assert {e.value for e in v.WireEvent} == {"begin", "start", "record", "case_done", "done", "retire"}

@@ -22,6 +22,7 @@ import hashlib
 import json
 import sys
 from pathlib import Path
+from vocabulary import EntryKind
 
 BASE_PREFIX = "base:"
 PROJECT_PACKAGE = "_baseline_kernels"
@@ -200,7 +201,7 @@ def load_base(sources: list[Source]) -> list:
             for plugin in source.plugins:
                 _import_plugin(source, Path(plugin))
         for entry in captured:
-            if entry.kind != "kernel":
+            if entry.kind is not EntryKind.KERNEL:
                 continue
             based = dataclasses.replace(entry, name=BASE_PREFIX + entry.name, origin=Origin.BASELINE)
             entries.append(REGISTRY.add(based) if entry.op in REGISTRY.ops else based)

@@ -9,6 +9,7 @@ import argparse
 
 from harness.cli import common
 from harness.errors import UsageError
+from vocabulary import Backend
 
 NAME = "bench"
 HELP = "time an op's implementations against torch, torch.compile and Liger-Kernel (CUDA events, medians); needs a GPU"
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         )
     from harness.run import backend as backends
 
-    backend = backends.select("cuda")
+    backend = backends.select(Backend.CUDA)
     from harness.workflows import benchmark
     from reports import environment, writer
 

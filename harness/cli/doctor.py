@@ -17,7 +17,7 @@ import sys
 import time
 
 from harness.run.backend import BACKENDS
-from vocabulary import Backend
+from vocabulary import Backend, EntryKind
 
 NAME = "doctor"
 HELP = "check the environment: backend, one real kernel run against the oracle, versions, what is missing"
@@ -138,16 +138,16 @@ def _computation(backend, out: _Out) -> None:
         out.line("FAIL", f"the project's kernels do not all load: {type(exc).__name__}: {exc}",
                  "fix that kernels/ module (verify imports every one of them)")
         return
-    names = ", ".join(f"{e.op}/{e.name}" for e in REGISTRY.select(kind="kernel"))
+    names = ", ".join(f"{e.op}/{e.name}" for e in REGISTRY.select(kind=EntryKind.KERNEL))
     out.line("ok", f"project kernels load: {names}")
     for op in sorted(REGISTRY.ops):
-        project = [e for e in REGISTRY.select(op=op, kind="kernel") if e.origin is Origin.PROJECT]
+        project = [e for e in REGISTRY.select(op=op, kind=EntryKind.KERNEL) if e.origin is Origin.PROJECT]
         if project:
             _one_case(REGISTRY.op(op), project[0], backend, out, run_case)
 
 
 def _one_case(spec, entry, backend, out: _Out, run_case) -> None:
-    from harness.record.case_record import Phase
+    from vocabulary import Phase
     from harness.run import backend as backends
 
     # a case of a few thousand elements: big enough to span several blocks, quick on the interpreter

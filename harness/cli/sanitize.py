@@ -16,7 +16,7 @@ import argparse
 from harness.cli import common
 from harness.errors import UsageError
 from harness.settings import DEFAULTS, current as current_settings
-from vocabulary import Backend
+from vocabulary import Backend, EntryKind
 
 NAME = "sanitize"
 HELP = "run kernels (the project's and --plugin ones) under compute-sanitizer (memcheck, racecheck); needs a GPU"
@@ -88,7 +88,7 @@ def _driver(target: str, count: int, mutants: bool = False, plugins: tuple[str, 
     from harness.registry import loader
     from harness.cases.case import Case
     from harness.registry.registry import REGISTRY
-    from harness.record.case_record import Phase
+    from vocabulary import Phase
     from harness.run.runner import run_case
     from harness.ops import layouts
 
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
             campaign.load_mutants()
         entries = campaign.select(None, args.select)
     else:
-        entries = REGISTRY.select(kind="kernel", pattern=args.select)  # the project's, and the plugins'
+        entries = REGISTRY.select(kind=EntryKind.KERNEL, pattern=args.select)  # the project's, and the plugins'
     if not entries:
         raise UsageError(f"--select {args.select!r} matches no {'mutant' if args.mutants else 'kernel'}")
     if case_op:

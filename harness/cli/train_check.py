@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.cli import common
+from vocabulary import Backend, EntryKind
 
 NAME = "train-check"
 HELP = "train Linear -> RMSNorm -> SiLU -> Linear with the oracle and with the kernel, compare, reload"
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     loader.load_all(plugins=args.plugin)
     entry = kernel_entry(args.kernel)
-    cfg = training.CONFIGS["cuda" if args.tutorial_dims else backend.name]
+    cfg = training.CONFIGS[Backend.CUDA if args.tutorial_dims else backend.name]
     cfg = dataclasses.replace(cfg, seed=args.seed)
     store = Store(args.report_dir, reuse=not args.no_cache)
     settings = {"config": dataclasses.asdict(cfg), "plugins": sorted(args.plugin)}
@@ -68,7 +69,7 @@ def kernel_entry(name: str | None):
     from harness.errors import UsageError
     from harness.registry.registry import REGISTRY
 
-    kernels = REGISTRY.select(op=training_op(), kind="kernel")
+    kernels = REGISTRY.select(op=training_op(), kind=EntryKind.KERNEL)
     if name is None:
         project = [e for e in kernels if e.origin is Origin.PROJECT]
         if not project:

@@ -9,6 +9,7 @@ import time
 from harness.cli import common
 from harness.errors import UsageError
 from harness.settings import DEFAULTS
+from vocabulary import EntryKind
 
 NAME = "verify"
 HELP = "check registered kernels against float64 oracles, case by case"
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.baseline.session import baseline
     from harness.registry.registry import REGISTRY, Origin
 
-    head = [e for e in REGISTRY.select(kind="kernel") if e.origin is not Origin.BASELINE]
+    head = [e for e in REGISTRY.select(kind=EntryKind.KERNEL) if e.origin is not Origin.BASELINE]
     with baseline(args.baseline, head, tuple(args.plugin)) as plan:  # the worktree is removed on any way out
         return _run(args, plan)
 

@@ -23,10 +23,21 @@ An override must give both atol and rtol and say why (see OpSpec.tolerance).
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 import torch
 
 from harness.compare.rounding import UNIT_ROUNDOFF
+from vocabulary.records import PRECISION_UNITS
+
+
+class ErrorModel(enum.StrEnum):
+    """What a comparison's per-element magnitude means (harness.compare.allclose)."""
+
+    TABLE = "table"  # atol/rtol from TABLE; the magnitude is the size of the terms a formula sums or cancels
+    # the magnitude is the spread of the reference under the input dtype's rounding
+    # (harness.compare.rounding), allowed as is, so |err| / allowed reads in units of that rounding
+    ROUNDING = "rounding"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,10 +48,7 @@ class Tolerance:
     # relative error allowed against the oracle's term magnitude (harness.compare.allclose): the kernels
     # compute in fp32 whatever their input dtype, so it is fp32's, not the output dtype's
     terms_rtol: float = 1e-5
-    # "table": atol/rtol from TABLE, the magnitude is the size of the terms; "rounding": the
-    # magnitude is the spread of the reference under the input dtype's rounding
-    # (harness.compare.rounding), allowed as is, so |err| / allowed reads in units of that rounding
-    model: str = "table"
+    model: ErrorModel = ErrorModel.TABLE
 
 
 TABLE: dict[torch.dtype, Tolerance] = {
@@ -61,9 +69,9 @@ def for_dtype(dtype: torch.dtype) -> Tolerance:
 # Contract(precision="input"): a kernel that rounds its intermediates (logits, a normalised row) to
 # the fp16/bf16 input dtype by design is allowed this many roundings of that dtype on the terms a
 # formula sums or cancels: the bound up to which a failure message already calls an error "a
-# precision choice at most" (harness.compare.allclose), so a declared convention reproduced
+# precision choice at most" (harness.compare.message, PRECISION_UNITS), so a declared convention reproduced
 # faithfully passes and a precision loss beyond it still fails.
-DECLARED_ULPS = 8.0
+DECLARED_ULPS = PRECISION_UNITS
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 # Contract(precision=(DTYPE, N)): N roundings of DTYPE on the terms, on every case: a kernel whose
 # DTYPE arithmetic loses more than the op's model by design, e.g. ("float32", 64) for an fp32

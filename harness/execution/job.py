@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.settings import DEFAULTS
-from harness.record.case_record import CaseRecord
+from vocabulary.records import CaseRecord
 from vocabulary import Decision, EventKind, JobStatus  # noqa: F401  (the pool's names, also imported from here)
 
 
@@ -17,7 +17,7 @@ from vocabulary import Decision, EventKind, JobStatus  # noqa: F401  (the pool's
 class Job:
     op: str
     kernel: str
-    backend: str  # resolved: "cuda" | "interpreter"
+    backend: str  # resolved: a vocabulary.Backend value
     seed: int
     max_examples: int
     plugins: tuple[str, ...] = ()

@@ -27,8 +27,8 @@ from harness.exits import describe_exit
 from harness.settings import PROJECT_ROOT
 from harness.cases.case import repro_command, Case
 from harness.execution.job import Job, JobStatus
-from harness.record.case_record import CaseRecord, Phase
-from vocabulary import JOB_END, Backend, Check, KernelEnd, WireEvent
+from vocabulary import JOB_END, Backend, Check, KernelEnd, Phase, WireEvent
+from vocabulary.records import CaseRecord
 
 
 def visible_gpus() -> list[str]:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from harness.incremental import key as keys
 from harness.incremental.store import Store
+from harness.run.backend import DEVICE
 from harness.settings import PROJECT_ROOT
-from vocabulary import Backend
+from vocabulary import Backend, EntryKind
 
 VERIFY = "verify"
 LATEST = "latest"
@@ -167,7 +168,7 @@ def verify_plans(entries, store: Store, *, backend: str, settings: dict) -> list
     """Each selected kernel's plan for ``verify``."""
     from harness.registry.registry import REGISTRY
 
-    device = "cuda" if backend == Backend.CUDA else "cpu"
+    device = DEVICE[Backend(backend)]
     return [unless_inconclusive(plan(store, VERIFY, f"{e.op}/{e.name}",
                                       kernel_parts(e, REGISTRY.op(e.op), backend=backend, device=device,
                                                    settings=settings)))
@@ -203,7 +204,7 @@ def verified_cases(entry, store: Store, *, backend: str) -> tuple[frozenset[str]
     if latest is None:
         return None
     saved_parts = latest["payload"]["parts"]
-    device = "cuda" if backend == Backend.CUDA else "cpu"
+    device = DEVICE[Backend(backend)]
     parts = kernel_parts(entry, REGISTRY.op(entry.op), backend=backend, device=device,
                          settings=saved_parts.get("settings"))
     if keys.digest(parts) != latest["payload"]["key"]:
@@ -225,7 +226,7 @@ TRAIN = "train"
 def train_plan(entry, store: Store, *, backend: str, settings: dict) -> Plan:
     """train-check's plan: the kernel's module closure, the training workflow's closure (its
     model, data, reference path and conditions), the harness, the environment and the options."""
-    device = "cuda" if backend == Backend.CUDA else "cpu"
+    device = DEVICE[Backend(backend)]
     parts = {
         "kernel": kernel_part(entry),
         "engine": dict(keys.closure("harness.workflows.training")),
@@ -247,7 +248,7 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
     from harness.mutation.outcome import ident
     from harness.registry.registry import REGISTRY
 
-    device = "cuda" if backend == Backend.CUDA else "cpu"
+    device = DEVICE[Backend(backend)]
     shared = {"engine": engine_closure(), "harness": keys.harness_source(),
               "environment": keys.environment(backend, device), "settings": settings}
     per_op: dict[str, tuple[dict, dict]] = {}  # op -> (its project kernels' closure, its own): the same for its mutants
@@ -255,7 +256,7 @@ def mutant_plans(entries, store: Store, *, backend: str, settings: dict) -> dict
     for e in entries:
         if e.op not in per_op:
             originals = {}
-            for k in REGISTRY.select(op=e.op, kind="kernel"):
+            for k in REGISTRY.select(op=e.op, kind=EntryKind.KERNEL):
                 if k.origin is Origin.PROJECT:
                     originals.update(entry_closure(k))
             per_op[e.op] = originals, op_closure(REGISTRY.op(e.op))
@@ -280,12 +281,12 @@ def sanity_plan(ops: list[str], store: Store, *, backend: str, settings: dict) -
     is the closure of the clean kernels, of the forced-failure mutants and of the ops' specs."""
     from harness.registry.registry import REGISTRY, Origin
 
-    device = "cuda" if backend == Backend.CUDA else "cpu"
+    device = DEVICE[Backend(backend)]
     parts = {"kernel": {"ops": ops, "closure": {}}, "op": {}, "mutant": {"closure": {}}}
-    for e in REGISTRY.select(kind="kernel"):
+    for e in REGISTRY.select(kind=EntryKind.KERNEL):
         if e.origin is Origin.PROJECT and e.op in ops:
             parts["kernel"]["closure"].update(entry_closure(e))
-    for e in REGISTRY.select(kind="mutant"):
+    for e in REGISTRY.select(kind=EntryKind.MUTANT):
         if e.name.startswith("sanity.forced_failure.") and e.op in ops:
             parts["mutant"]["closure"].update(entry_closure(e))
     for op in ops:

@@ -30,7 +30,7 @@ from harness.execution.run_settings import RunSettings
 from harness.mutation.outcome import SANITY_PREFIX, Outcome, Status
 from harness.registry import discovery
 from harness.registry.registry import Origin, REGISTRY, KernelEntry
-from vocabulary import RUN_ENDS, mutation_score
+from vocabulary import RUN_ENDS, EntryKind, mutation_score
 
 EQUIVALENT_FILE = PROJECT_ROOT / discovery.MUTANTS.replace(".", "/") / "equivalent.toml"
 TIMEOUT_FACTOR = 5.0
@@ -61,7 +61,7 @@ def load_mutants() -> tuple[str, ...]:
 
 
 def select(op: str | None, pattern: str) -> list[KernelEntry]:
-    return [e for e in REGISTRY.select(op=op, kind="mutant", pattern=pattern) if e.origin is not Origin.SANITY]
+    return [e for e in REGISTRY.select(op=op, kind=EntryKind.MUTANT, pattern=pattern) if e.origin is not Origin.SANITY]
 
 
 def observable_on(entry: KernelEntry, backend: str) -> bool:
@@ -211,9 +211,9 @@ def clean_kernels(ops: list[str], library: bool) -> list[KernelEntry]:
     """The unmutated kernels of the sanity step: the project's kernels of ``ops``, or in a
     library campaign the plugin kernels that carry its mutants (each has a forced failure)."""
     if library:
-        forced = {e.name.removeprefix(SANITY_PREFIX) for e in REGISTRY.select(kind="mutant", pattern=SANITY_PREFIX + "*")}
-        return [e for e in REGISTRY.select(kind="kernel") if e.origin is Origin.PLUGIN and e.op in ops and e.name in forced]
-    return [e for e in REGISTRY.select(kind="kernel") if e.origin is Origin.PROJECT and e.op in ops]
+        forced = {e.name.removeprefix(SANITY_PREFIX) for e in REGISTRY.select(kind=EntryKind.MUTANT, pattern=SANITY_PREFIX + "*")}
+        return [e for e in REGISTRY.select(kind=EntryKind.KERNEL) if e.origin is Origin.PLUGIN and e.op in ops and e.name in forced]
+    return [e for e in REGISTRY.select(kind=EntryKind.KERNEL) if e.origin is Origin.PROJECT and e.op in ops]
 
 
 def sanity_jobs(ops: list[str], settings: RunSettings, *, shards: int = 1,
@@ -225,7 +225,7 @@ def sanity_jobs(ops: list[str], settings: RunSettings, *, shards: int = 1,
     counts in the clean run's (the mutants' limits)."""
     clean = clean_kernels(ops, bool(settings.library))
     names = {SANITY_PREFIX + e.name for e in clean}
-    forced = [e for e in REGISTRY.select(kind="mutant", pattern=SANITY_PREFIX + "*") if e.op in ops and e.name in names]
+    forced = [e for e in REGISTRY.select(kind=EntryKind.MUTANT, pattern=SANITY_PREFIX + "*") if e.op in ops and e.name in names]
     missing = sorted(set(ops) - {e.op for e in clean})
     if missing:
         where = "no --plugin kernel that carries the library's mutants" if settings.library else \

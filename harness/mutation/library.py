@@ -35,6 +35,7 @@ from harness.errors import UsageError
 from harness.mutation import mutagen, swap
 from harness.mutation.outcome import SANITY_PREFIX
 from harness.registry.registry import Origin, REGISTRY, KernelEntry, register_mutant
+from vocabulary import EntryKind
 
 ORIGIN = Origin.LIBRARY
 
@@ -75,7 +76,7 @@ def register(modules: tuple[str, ...], carrier: str = "*") -> list[Target]:
 
 def candidates(carrier: str) -> list[KernelEntry]:
     globs = [g.strip() for g in carrier.split(",") if g.strip()] or ["*"]
-    return [e for e in REGISTRY.select(kind="kernel") if e.origin is Origin.PLUGIN
+    return [e for e in REGISTRY.select(kind=EntryKind.KERNEL) if e.origin is Origin.PLUGIN
             and any(fnmatch.fnmatchcase(e.name, g) for g in globs)]
 
 

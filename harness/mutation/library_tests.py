@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness.mutation import swap
+from vocabulary import Status
 
 TAIL_CHARS = 3000
 
@@ -250,7 +251,7 @@ class Scoring:
     def run_mutants(self, outcomes) -> bool:
         """Run the command against every scorable mutant (or the sample); False if interrupted."""
         specs = {o.entry.name: o.entry.fn.spec() for o in outcomes
-                 if o.status.value not in ("incompetent", "equivalent") and hasattr(o.entry.fn, "spec")}
+                 if o.status.scored and hasattr(o.entry.fn, "spec")}
         self.candidates = list(specs)
         self.sampled = sample(self.candidates, self.sample_size)
         print(f"mutate: the tests command against {len(self.sampled)} mutant(s)"
@@ -259,7 +260,7 @@ class Scoring:
 
         def done(name: str, run: TestRun) -> None:
             self.runs[name] = run
-            verdict = "killed" if run.detected else "survived"
+            verdict = (Status.KILLED if run.detected else Status.SURVIVED).value
             print(f"  tests: {name}: {verdict}{' (time limit)' if run.timed_out else ''} in {run.seconds:.1f} s", flush=True)
 
         stop = getattr(self, "_stop", None)

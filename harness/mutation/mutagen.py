@@ -46,6 +46,7 @@ from harness.settings import PROJECT_ROOT
 from harness.errors import HarnessError, RegistryError
 from harness.registry import discovery
 from harness.registry.registry import Origin, REGISTRY, KernelEntry, load_project_kernels, register_mutant
+from vocabulary import EntryKind
 
 ROOT = PROJECT_ROOT
 
@@ -379,7 +380,7 @@ def project_modules() -> list[str]:
 
 
 def project_entries(module_name: str) -> list[KernelEntry]:
-    return [e for e in REGISTRY.select(kind="kernel") if e.origin is Origin.PROJECT and getattr(e.fn, "__module__", None) == module_name]
+    return [e for e in REGISTRY.select(kind=EntryKind.KERNEL) if e.origin is Origin.PROJECT and getattr(e.fn, "__module__", None) == module_name]
 
 
 def generated_name(entry: KernelEntry, mutation: Mutation, several: bool) -> str:

@@ -6,6 +6,7 @@ import dataclasses
 
 from harness.registry.registry import Origin, KernelEntry
 from vocabulary import Status
+from vocabulary.records import MutantRecord
 
 SANITY_PREFIX = "sanity.forced_failure."  # the forced failures of the sanity step (never scored)
 
@@ -29,23 +30,15 @@ class Outcome:
     specializations: tuple[str, ...] = ()  # the Triton keys its run launched (harness.run.specializations)
 
     def to_dict(self) -> dict:
+        """Its entry in mutation.json (vocabulary.records.MutantRecord)."""
         e = self.entry
-        return {
-            "op": e.op,
-            "name": e.name,
-            "origin": e.origin,
-            "operator": e.meta.get("operator", "plugin" if e.origin is Origin.PLUGIN else None),
-            "location": e.meta.get("location", e.defined_at),
-            "diff": e.meta.get("diff", ""),
-            "description": e.description,
-            "status": self.status.value,
-            "detected": self.status.detected,
-            "killed_by": self.killed_by,
-            "seconds": round(self.seconds, 3),
-            "note": self.note,
-            "gpu": self.gpu,
-            "specializations": len(self.specializations),
-            **({"module": e.meta["module"], "function": e.meta.get("function"), "kernel": e.meta.get("kernel"),
-                "fingerprint": e.meta.get("fingerprint")} if "module" in e.meta else {}),
-            **({"reused_from": self.reused_from} if self.reused_from else {}),
-        }
+        library = {"module": e.meta["module"], "function": e.meta.get("function"), "kernel": e.meta.get("kernel"),
+                   "fingerprint": e.meta.get("fingerprint")} if "module" in e.meta else {}
+        return MutantRecord(
+            op=e.op, name=e.name, origin=e.origin,
+            operator=e.meta.get("operator", "plugin" if e.origin is Origin.PLUGIN else None),
+            location=e.meta.get("location", e.defined_at), diff=e.meta.get("diff", ""), description=e.description,
+            status=self.status, detected=self.status.detected, killed_by=self.killed_by,
+            seconds=round(self.seconds, 3), note=self.note, gpu=self.gpu, specializations=len(self.specializations),
+            reused_from=self.reused_from, **library,
+        ).to_json()

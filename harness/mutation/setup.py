@@ -12,10 +12,11 @@ from pathlib import Path
 from harness.cases import shard
 from harness.cli import common
 from harness.errors import UsageError
+from vocabulary import Backend
 
 __all__ = ["CampaignSetup", "DEFAULT_MAX_EXAMPLES", "campaign_header", "reused_by", "selected", "set_up"]
 
-DEFAULT_MAX_EXAMPLES = {"interpreter": 5, "cuda": 50}
+DEFAULT_MAX_EXAMPLES = {Backend.INTERPRETER: 5, Backend.CUDA: 50}
 
 
 @dataclasses.dataclass

@@ -1,1 +1,2 @@
-"""Step 5, record: CaseRecord, the one thing every report reads."""
+"""Step 5, record: a kernel's declared waivers applied to its CaseRecords (vocabulary.records, the
+one thing every report reads)."""

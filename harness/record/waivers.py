@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from harness.record.case_record import CaseRecord
+from vocabulary.records import CaseRecord
 
 # checks whose failure is often a library's deliberate choice rather than a bug
 DELIBERATE = ("all_ignored", "output_meta")

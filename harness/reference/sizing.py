@@ -42,6 +42,8 @@ from typing import Any, Callable
 
 import torch
 
+from vocabulary import Backend
+
 ELEMENTS = 1 << 15  # the CPU interpreter's largest tensor (harness.ops.derive.BUDGET["interpreter"])
 GPU_ELEMENTS = 1 << 22  # a GPU case's largest tensor (harness.ops.derive.BUDGET["cuda"])
 GPU_COPIES = 12
@@ -261,7 +263,7 @@ def fit(module, model_cls: Callable, *, backend: str, accepts: Callable[[], bool
     scaling = Scaling(largest_before=largest, largest_after=largest, bytes_before=sum(b for _, b in shapes),
                       bytes_after=sum(b for _, b in shapes))
     limit = ELEMENTS
-    if backend == "cuda":
+    if backend == Backend.CUDA:
         free, _ = torch.cuda.mem_get_info() if free_memory is None else (free_memory, None)
         limit = GPU_ELEMENTS if total * GPU_COPIES <= free else min(
             GPU_ELEMENTS, max(ELEMENTS, int(largest * free / (total * GPU_COPIES))))

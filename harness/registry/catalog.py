@@ -27,6 +27,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError, PluginError, RegistryError, UsageError
 from harness.settings import PROJECT_ROOT
+from vocabulary import EntryKind
 
 # the errors the child may report, re-raised in the parent as the same class (one line, exit 2)
 _ERRORS = {cls.__name__: cls for cls in (UsageError, PluginError, RegistryError)}
@@ -246,7 +247,7 @@ def _checked(reply: dict) -> dict:
         _need(isinstance(k, dict) and all(isinstance(k.get(f), str) and k.get(f) for f in ("op", "name", "kind", "origin",
               "defined_at")), f"kernel {str(k)[:80]}")
         _need(k["op"] in ops, f"kernel {k['name']!r}: its op {k['op']!r} is not described")
-        _need(k["kind"] in ("kernel", "mutant"), f"kernel {k['name']!r}'s kind")
+        _need(k["kind"] in tuple(EntryKind), f"kernel {k['name']!r}'s kind")
         _need(isinstance(k.get("contract"), dict) and isinstance(k.get("meta"), dict)
               and isinstance(k.get("description"), str) and (k.get("plugin") is None or isinstance(k["plugin"], str)),
               f"kernel {k['name']!r}'s contract")
@@ -277,10 +278,10 @@ def describe(request: dict) -> dict:
 
     kernelbench.DETECT_SHORTCUTS = False  # describing runs no candidate
     loader.load_all(plugins=request["plugins"])
-    chosen = {(e.op, e.name) for e in REGISTRY.select(op=request["op"], kind="kernel", pattern=request["select"])}
+    chosen = {(e.op, e.name) for e in REGISTRY.select(op=request["op"], kind=EntryKind.KERNEL, pattern=request["select"])}
     kernels = [dict(entry_data(e), op=e.op, name=e.name, key=kernel_part(e) if (e.op, e.name) in chosen else None)
-               for e in REGISTRY.select(kind="kernel")]
-    names = {e.op for e in REGISTRY.select(kind="kernel")} | ({request["op"]} if request["op"] else set())
+               for e in REGISTRY.select(kind=EntryKind.KERNEL)]
+    names = {e.op for e in REGISTRY.select(kind=EntryKind.KERNEL)} | ({request["op"]} if request["op"] else set())
     if request["case"]:
         case = Case.parse(request["case"])
         REGISTRY.op(case.op).validate_case(case)  # a malformed case is bad usage (exit 2), not a kernel failure

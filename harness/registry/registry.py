@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from harness.errors import RegistryError
-from vocabulary import RUN_ENDS, Origin
+from vocabulary import RUN_ENDS, EntryKind, Origin
 from harness.registry import discovery, kernel_signature
 
 UPSTREAM = "upstream"  # the name a per-tensor contract field gives the upstream gradient
@@ -277,7 +277,7 @@ class KernelEntry:
     name: str
     fn: Callable[..., Any]
     contract: Contract
-    kind: str  # "kernel" | "mutant"
+    kind: EntryKind  # a string naming one is read as that EntryKind
     origin: Origin  # a string naming one is read as that Origin
     defined_at: str  # file:line of the definition, for error messages
     plugin: str | None = None  # plugin file that registered it, for repro commands
@@ -285,6 +285,7 @@ class KernelEntry:
     meta: dict = dataclasses.field(default_factory=dict)  # mutants: operator, location, diff
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", EntryKind(self.kind))
         if not isinstance(self.origin, Origin):
             try:
                 object.__setattr__(self, "origin", Origin(self.origin))
@@ -384,7 +385,7 @@ class Registry:
         finally:
             self._keeping_ops = previous
 
-    def select(self, *, op: str | None = None, kind: str = "kernel", pattern: str = "*") -> list[KernelEntry]:
+    def select(self, *, op: str | None = None, kind: EntryKind = EntryKind.KERNEL, pattern: str = "*") -> list[KernelEntry]:
         """Entries of one kind, filtered by op and by a glob on their names (several globs
         separated by commas: any may match), in a stable order."""
         globs = [g.strip() for g in pattern.split(",") if g.strip()] or ["*"]
@@ -466,7 +467,7 @@ def _decorator(op: str, name: str | None, contract: Contract | None, kind: str, 
 
 def register_kernel(op: str, *, name: str | None = None, contract: Contract | None = None, description: str = ""):
     """Register a kernel under test for ``op``. ``verify`` runs every registered kernel."""
-    return _decorator(op, name, contract, "kernel", None, description, None)
+    return _decorator(op, name, contract, EntryKind.KERNEL, None, description, None)
 
 
 def register_mutant(
@@ -482,7 +483,7 @@ def register_mutant(
 
     ``verify`` never runs mutants; ``mutate`` does.
     """
-    return _decorator(op, name, contract, "mutant", origin, description, meta)
+    return _decorator(op, name, contract, EntryKind.MUTANT, origin, description, meta)
 
 
 def register_op(spec: Any) -> Any:

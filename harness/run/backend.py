@@ -16,13 +16,16 @@ import warnings
 from harness.errors import UsageError
 from vocabulary import Backend as BackendName
 
-BACKENDS = ("auto", "cuda", "interpreter")
+AUTO = "auto"
+BACKENDS = (AUTO, *BackendName)
+# the torch device each backend runs on
+DEVICE = {BackendName.CUDA: "cuda", BackendName.INTERPRETER: "cpu"}
 
 
 @dataclasses.dataclass(frozen=True)
 class Backend:
-    name: str  # "cuda" | "interpreter"
-    device: str  # torch device string: "cuda" | "cpu"
+    name: BackendName
+    device: str  # torch device string (DEVICE)
 
     @property
     def is_interpreter(self) -> bool:
@@ -81,28 +84,32 @@ def select(name: str) -> Backend:
     if name not in BACKENDS:
         raise UsageError(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}")
     interpret_requested = os.environ.get("TRITON_INTERPRET") == "1"
-    if name == "auto":
-        name = "interpreter" if interpret_requested or not _gpu_visible() else "cuda"
+    if name == AUTO:
+        name = BackendName.INTERPRETER if interpret_requested or not _gpu_visible() else BackendName.CUDA
     if name == BackendName.CUDA:
         if interpret_requested:
             raise UsageError("--backend cuda conflicts with TRITON_INTERPRET=1 in the environment; unset it")
         if not _gpu_visible():
             raise UsageError("--backend cuda: no CUDA GPU is visible to torch; use --backend interpreter or auto")
-        return Backend("cuda", "cuda")
+        return _of(BackendName.CUDA)
     if "triton" in sys.modules and not interpret_requested:
         raise UsageError(
             "the Triton interpreter must be chosen before triton is imported; "
             "run with --backend interpreter from a fresh process or set TRITON_INTERPRET=1"
         )
     os.environ["TRITON_INTERPRET"] = "1"
-    return Backend("interpreter", "cpu")
+    return _of(BackendName.INTERPRETER)
 
 
 def current() -> Backend:
     """The backend this process was prepared for (the interpreter if TRITON_INTERPRET=1)."""
     if os.environ.get("TRITON_INTERPRET") == "1":
-        return Backend("interpreter", "cpu")
-    return Backend("cuda", "cuda")
+        return _of(BackendName.INTERPRETER)
+    return _of(BackendName.CUDA)
+
+
+def _of(name: BackendName) -> Backend:
+    return Backend(name, DEVICE[name])
 
 
 @contextlib.contextmanager

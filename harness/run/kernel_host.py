@@ -25,13 +25,11 @@ from typing import Any, Callable
 import torch
 
 from vocabulary import Check, KernelEnd
+from vocabulary.records import REJECTIONS, SELF_LIMITS
 from harness.run import backend, compile_clock, interpreter_casts, launches, specializations
 from harness.run.oob import find_out_of_bounds
 from harness.run.kernel_reply import KernelError, KernelLost, NotATensor, Refusal, Reply  # noqa: F401  (their home for the callers)
 
-REJECTIONS = ("ValueError", "TypeError", "NotImplementedError")  # the expected answers to an out-of-contract case
-# what a kernel declaring Contract(self_limits=True) may raise to state a limit of its own
-SELF_LIMITS = REJECTIONS + ("AssertionError",)
 # the autograd modes of Session.grad_mode: a forward with autograd enabled, one under torch.inference_mode
 GRAD_MODES = ("autograd", "inference")
 

@@ -20,6 +20,7 @@ import os
 from typing import Any
 
 from harness.orphans import die_with_parent
+from vocabulary import EntryKind
 
 
 def health(device: str) -> str | None:
@@ -42,7 +43,7 @@ def health(device: str) -> str | None:
 def entry_data(entry) -> dict:
     c = entry.contract
     return {
-        "kind": entry.kind, "origin": str(entry.origin), "defined_at": entry.defined_at, "plugin": entry.plugin,
+        "kind": entry.kind.value, "origin": str(entry.origin), "defined_at": entry.defined_at, "plugin": entry.plugin,
         "description": entry.description, "meta": {k: v for k, v in entry.meta.items() if isinstance(v, (str, int, float))},
         "contract": {
             "dtypes": [str(d).removeprefix("torch.") for d in c.dtypes] if c.dtypes is not None else None,
@@ -182,7 +183,7 @@ def serve(conn, plugins: tuple[str, ...], extra_modules: tuple[str, ...],
                 continue
             # a kernel under test runs where nothing names the harness; a mutant is the harness's own
             # code (its first call may build it through the registry), called as before
-            through = neutral.bind if entry.kind == "kernel" else _direct
+            through = neutral.bind if entry.kind is EntryKind.KERNEL else _direct
             session = Session(through(entry.fn), catch=(BaseException,), grad=through(torch.autograd.grad))
             conn.send({"entry": entry_data(entry)})
         elif kind == "health":

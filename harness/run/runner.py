@@ -30,8 +30,8 @@ import torch
 from harness.cases.case import Case, repro_command
 from harness.compare import nonfinite, rounding, tolerances
 from harness.record import waivers
-from harness.record.case_record import CaseRecord, Phase
-from vocabulary import Check
+from vocabulary import Check, Phase
+from vocabulary.records import CaseRecord
 from harness.registry import inplace
 from harness.registry.opspec import Meta, OpInputs, OpSpec, upstreams
 from harness.registry.registry import KernelEntry

@@ -32,8 +32,8 @@ from harness.cases.case import Case, repro_command
 from harness.cases.shard import shard_of
 from harness.registry.opspec import OpSpec
 from harness.record import waivers
-from vocabulary import Backend, Check
-from harness.record.case_record import CaseRecord, Phase
+from vocabulary import Backend, Check, EntryKind, Phase
+from vocabulary.records import CaseRecord
 from harness.registry.registry import KernelEntry
 from harness.run import gpu_slot
 from harness.run.kernel_host import KernelLost, give_back_memory
@@ -187,7 +187,7 @@ def run_suite(
         raise ValueError(f"shard {index} of {count} does not exist")
     plan = SuitePlan(backend=backend, seed=seed, max_examples=max_examples, only_case=only_case,
                      stop_at_first_failure=stop_at_first_failure, shard=shard, floor_first=floor_first,
-                     cheap_first=stop_at_first_failure and entry.kind == "mutant", known_passed=known_passed,
+                     cheap_first=stop_at_first_failure and entry.kind is EntryKind.MUTANT, known_passed=known_passed,
                      quick=quick)
 
     def one(case: Case, phase: Phase, later: bool = True) -> CaseRun | Inconclusive:

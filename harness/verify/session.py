@@ -24,6 +24,7 @@ from harness.errors import UsageError
 from harness.execution.job import Decision, Event, EventKind, Job, JobResult, JobStatus
 from harness.execution.run_settings import RunSettings
 from harness.settings import DEFAULTS, WATCHDOG_ENV
+from vocabulary import EntryKind
 
 __all__ = ["VerifySession", "Collected", "open_session", "select"]
 
@@ -33,14 +34,14 @@ def select(args: argparse.Namespace) -> tuple[list, "Case | None"]:
     from harness.cases.case import Case
     from harness.registry.registry import REGISTRY, Origin
 
-    entries = [e for e in REGISTRY.select(op=args.op, kind="kernel", pattern=args.select) if e.origin is not Origin.BASELINE]
+    entries = [e for e in REGISTRY.select(op=args.op, kind=EntryKind.KERNEL, pattern=args.select) if e.origin is not Origin.BASELINE]
     if common.plugin_only(args):
         # --plugin alone: the plugin's kernels, not the project's too (--select or --with-project ask for them)
         entries = [e for e in entries if e.origin is Origin.PLUGIN]
         if not entries:
             raise common.no_plugin_entries(args, "kernel", "verify")
     if not entries:
-        known = ", ".join(e.name for e in REGISTRY.select(op=args.op, kind="kernel")) or "none"
+        known = ", ".join(e.name for e in REGISTRY.select(op=args.op, kind=EntryKind.KERNEL)) or "none"
         raise UsageError(f"--select {args.select!r} matches no kernel{' of op ' + args.op if args.op else ''}; registered: {known}")
     case = None
     if args.case:

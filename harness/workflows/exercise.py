@@ -28,6 +28,7 @@ from harness.cases.case import Case
 from harness.cases.command import console_words
 from harness.mutation.mutagen import build_module
 from harness.registry.registry import Origin, REGISTRY, KernelEntry
+from vocabulary import EntryKind, Layout
 
 OP = "rmsnorm"
 PROJECT_KERNEL = "triton_rmsnorm"
@@ -93,13 +94,13 @@ def build_mutant(name: str) -> KernelEntry:
     code = mutant_source(inspect.getsource(importlib.import_module(module)), function, module)
     fn = build_module(module, code, PROJECT_KERNEL, name)
     return dataclasses.replace(
-        project, fn=fn, name=name, kind="mutant", origin=Origin.GENERATED, description=description,
+        project, fn=fn, name=name, kind=EntryKind.MUTANT, origin=Origin.GENERATED, description=description,
         meta={"operator": "divide_by_block", "function": function},
     )
 
 
 def cases(spec) -> list[Case]:
-    return [spec.case({"M": ROWS, "N": n}, torch.float32, "contiguous", "normal", {"eps": EPS}, None, seed=n)
+    return [spec.case({"M": ROWS, "N": n}, torch.float32, Layout.CONTIGUOUS, "normal", {"eps": EPS}, None, seed=n)
             for n in SIZES]
 
 
@@ -116,7 +117,7 @@ def run(*, backend: str, device: str) -> dict:
     """Run the project kernel and both mutants on N=256 and N=257; return the report."""
     spec = REGISTRY.op(OP)
     entries = [REGISTRY.get("rmsnorm", PROJECT_KERNEL)] + [build_mutant(n) for n in MUTANTS]
-    from harness.record.case_record import Phase
+    from vocabulary import Phase
     from harness.run.runner import run_case
 
     records, verdicts = [], []
@@ -125,7 +126,7 @@ def run(*, backend: str, device: str) -> dict:
             result = run_case(spec, entry, case, backend=backend, device=device, phase=Phase.EXPLICIT)
             for r in result.records:
                 d = r.to_dict()
-                if entry.kind == "mutant":
+                if entry.kind is EntryKind.MUTANT:
                     d["repro"] = shlex.join([*console_words(), "exercise", "--backend", backend])
                 records.append(d)
             verdicts.append({

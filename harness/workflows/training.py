@@ -34,6 +34,7 @@ import torch
 
 from harness.compare import tolerances
 from harness.compare.allclose import compare
+from vocabulary import Backend
 
 EPS = 1e-6
 # Relative difference allowed between the two paths' final test MSE: 100 Adam steps amplify
@@ -63,8 +64,8 @@ class Config:
 # The tutorial's dimensions on a GPU; the interpreter runs one row per program, one after the
 # other, so CI uses a narrower input and fewer evaluation rows (same hidden N=257, same steps).
 CONFIGS = {
-    "cuda": Config(),
-    "interpreter": Config(in_features=32, n_val=64, n_test=128),
+    Backend.CUDA: Config(),
+    Backend.INTERPRETER: Config(in_features=32, n_val=64, n_test=128),
 }
 
 
