@@ -43,14 +43,14 @@ def test_the_harness_own_error_names_its_file_and_line(tmp_path):
     code, text, report = _verify(tmp_path, "miscounted_terms.py", "doubled_miscounted")
     assert code == 3, text
     fault = report["kernels"][0]["harness_error"]
-    assert fault["declaration"] is None and fault["where"].startswith("harness/ops/derive.py:")
+    assert fault["declaration"] is None and fault["where"].startswith("harness/ops/derive/tolerance.py:")
     assert "terms returned 1 entries" in fault["message"]
     assert f"the harness raised at {fault['where']}" in text
 
 
 def test_the_campaign_refuses_to_score_on_a_harness_error():
     job = Job(op="rmsnorm", kernel="triton_rmsnorm", backend="interpreter", seed=0, max_examples=0)
-    fault = {"summary": "ERROR (harness): the harness raised at harness/ops/derive.py:1 on case c: KeyError: 'x'"}
+    fault = {"summary": "ERROR (harness): the harness raised at harness/ops/derive/tolerance.py:1 on case c: KeyError: 'x'"}
     sanity = judge_sanity([job], [JobResult(job, JobStatus.HARNESS_ERROR, [], 0, 0.1, harness_error=fault)])
     assert not sanity.passed and sanity.harness_error
-    assert "ERROR (harness)" in sanity.reason and "derive.py:1" in sanity.reason
+    assert "ERROR (harness)" in sanity.reason and "tolerance.py:1" in sanity.reason
