@@ -274,3 +274,50 @@ def test_nan_is_accepted_where_an_infinite_input_reaches_and_the_reference_in_it
     assert _failed(op, _relu_of_row_sum, cases) == {}
     bad = _failed(op, first_row_nan, cases)
     assert bad and all("forward" in checks for checks in bad.values())
+
+
+# --- a normalisation over axes other than the last -------------------------------------------
+
+def _group_norm(x):
+    return F.group_norm(x, 2)
+
+
+def test_a_group_norm_over_channel_groups_is_recognised_as_a_normalisation():
+    """A group norm of an NCHW tensor normalises each group of channels with its space: an offset
+    per last-dim row changes it, an offset per sample does not. Probed so, it is a normalisation
+    (its offset rows cases, the terms of the offset it cancels); a softmax over the channels is
+    invariant to the shift only, no normalisation; an elementwise op to neither."""
+    op = harness.from_reference(_group_norm, (torch.randn(2, 8, 4, 4),), name="group_norm_nchw_t", register=False,
+                                dtypes=(torch.float32,))
+    assert {"offset_rows", "constant_rows"} <= set(op.decl.value_kinds)
+    instance = harness.from_reference(lambda x: F.instance_norm(x), (torch.randn(2, 3, 4, 4),), name="instance_t",
+                                      register=False, dtypes=(torch.float32,))
+    assert "offset_rows" in instance.decl.value_kinds
+    for fn in (lambda x: torch.softmax(x, 1), torch.sigmoid):
+        other = harness.from_reference(fn, (torch.randn(2, 6, 4, 4),), name="not_a_norm_t", register=False,
+                                       dtypes=(torch.float32,))
+        assert "offset_rows" not in other.decl.value_kinds and other.decl.shift_by_max == ()
+
+
+def test_a_group_norm_over_channel_groups_passes_on_offset_rows_and_a_wrong_one_fails():
+    """On inputs of a large offset (1e4 + N(0, 1) rows), fp32 cancels the offset with a rounding of
+    it, which the terms of the cancelled offset bound (the reference's response to a relative move
+    of its input, any axes); the identity passes there; a group norm over the wrong groups, and an
+    output off by 1e-3 of itself, fail."""
+    op = harness.from_reference(_group_norm, (torch.randn(2, 8, 4, 4),), name="group_norm_nchw_t", register=False,
+                                dtypes=(torch.float32,))
+    cases = [c for c in op.floor_cases(backend="interpreter") if c["values"] in ("offset_rows", "normal", "huge")]
+    assert any(c["values"] == "offset_rows" for c in cases)
+
+    def wrong_groups(x):
+        return F.group_norm(x, 4)
+
+    def off(x):
+        y = F.group_norm(x, 2).clone()
+        y.view(-1)[-1] += 1e-3 * y.view(-1)[-1].abs().clamp_min(1e-3)
+        return y
+
+    assert _failed(op, _group_norm, cases) == {}
+    for wrong in (wrong_groups, off):
+        bad = _failed(op, wrong, cases)
+        assert set(bad) == {c.id for c in cases}, (wrong.__name__, bad)
