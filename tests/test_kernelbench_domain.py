@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -265,6 +266,8 @@ def test_the_benchmark_passes_an_identity_candidate_and_fails_a_perturbed_one(tm
         assert "| 1_rowmean.py |" in out.read_text()
     assert rows["identity"]["outcome"] == "PASS" and rows["perturbed"]["outcome"] == "FAIL", rows
     assert rows["identity"]["cases"] > 1 and rows["identity"]["outside"] == 0
+    # the why of a failure read from verify.json's records: each failed check with its cases, the worst ratio
+    assert re.fullmatch(r"(\w+ \(\d+\), )+worst [\d.e+]+ x the allowed", rows["perturbed"]["why"]), rows["perturbed"]
 
 
 # --- inputs and outputs as models have them -----------------------------------------------------
