@@ -362,3 +362,29 @@ def test_a_group_norm_inside_a_model_is_bounded_by_the_offset_it_cancels():
 
     assert cases and _failed(op, identity, cases) == {}
     assert set(_failed(op, off, cases)) == {c.id for c in cases}
+
+
+def _softmax_channels(x):
+    return torch.softmax(x, 1)
+
+
+def test_a_softmax_over_the_channels_passes_and_one_over_the_wrong_dim_fails():
+    """A softmax over dim 1 of an NCHW tensor: an offset per last-dim row changes it, so it is no
+    last-dim softmax (no shift_by_max, whose rounding is taken on x - the last dim's max) and no
+    normalisation; the identity passes on every floor case, and a softmax over the rows, or an
+    output off by 1e-3 of itself, fails."""
+    op = harness.from_reference(_softmax_channels, (torch.randn(2, 6, 4, 4),), name="softmax_channels_t",
+                                register=False, dtypes=(torch.float32,))
+    cases = [c for c in op.floor_cases(backend="interpreter") if c["values"] != "nonfinite"]
+
+    def wrong_dim(x):
+        return torch.softmax(x, -1)
+
+    def off(x):
+        y = torch.softmax(x, 1).clone()
+        y.view(-1)[-1] += 1e-3 * y.view(-1)[-1].abs().clamp_min(1e-3)
+        return y
+
+    assert cases and _failed(op, _softmax_channels, op.floor_cases(backend="interpreter")) == {}
+    for wrong in (wrong_dim, off):
+        assert set(_failed(op, wrong, cases)) == {c.id for c in cases}, wrong.__name__
