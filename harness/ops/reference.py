@@ -40,8 +40,9 @@ The cases, the float64 oracle and the error model are those of every declared op
   ``reduces=()`` for an elementwise op;
 - value kinds: the row kinds every op gets (values.ROW_KINDS); where the reference is invariant
   to shifting a float input's rows (softmax, log-softmax), also the logit kinds and
-  ``shift_by_max`` for that input; where it is invariant to shifting and scaling them (a
-  normalisation), the normalisation kinds, and the terms grow to what cancelling the rows'
+  ``shift_by_max`` for that input; where it is invariant to shifting and scaling them, or to an
+  offset constant over any axis or trailing axes (a normalisation: a group norm of an NCHW tensor
+  cancels an offset per sample), the normalisation kinds, and the terms grow to what cancelling the rows'
   offset costs: the reference's response to a relative move of that input's elements (a
   layer norm's |x| / std, where the hand declaration, properties/ops/layer_norm.py, says the
   centred row in units of the offset it cancels).
@@ -710,10 +711,11 @@ def _offset_shapes(shape: torch.Size) -> list[tuple[tuple[int, ...], tuple[int, 
 def _invariances(trial: _Trial, names, kinds, base, skip=()) -> tuple[list[str], list[str]]:
     """Float inputs whose rows (last dim) the reference is invariant to shifting (softmax:
     shift_by_max), and those it is invariant to shifting and scaling over any axis or trailing
-    axes (a normalisation: a layer norm, a softmax over the channels of an image is no
-    normalisation, a group or instance norm of an NCHW tensor is); those in ``skip`` (values of
-    their own) not tried. Found by probing: the reference run with the input moved by a random
-    offset (and scale) constant over the axes tried, its output unchanged."""
+    axes (a normalisation: a layer norm; a group or instance norm of an NCHW tensor); those in
+    ``skip`` (values of their own) not tried. Found by probing: the reference run with the input
+    moved by a random offset (and scale) constant over the axes tried, its output unchanged. A
+    softmax over an axis that is not the last (the channels) is shift-invariant only, there: it
+    is neither (shift_by_max's rounding is taken on x - the last dim's max)."""
     shift, norm = [], []
     for n, k in zip(names, kinds):
         if k != "float" or n in skip:
