@@ -134,10 +134,29 @@ def classify(rc: int, record: dict | None, text: str) -> dict:
     elif rc == 2:
         out["outcome"], out["why"] = "REFUSED", _last_line(text)
     elif rc == 1:
-        out["outcome"], out["why"] = "FAIL", _failure(text)
+        out["outcome"], out["why"] = "FAIL", _failed_checks(record) or _failure(text)
     else:
         out["outcome"], out["why"] = "ERROR", f"exit {rc}: {_last_line(text)}"
     return out
+
+
+def _failed_checks(record: dict | None) -> str:
+    """The failed checks of verify.json, each with its number of failing cases, and the worst error
+    as a multiple of the allowed: "forward (3), no_grad (1), worst 2.28 x the allowed". Read from
+    the records, not the console, whose table wraps a long cell onto lines of its own."""
+    failed: dict[str, set] = {}
+    worst = None
+    for r in (record or {}).get("cases") or []:
+        if r.get("passed", True):
+            continue
+        failed.setdefault(str(r.get("check")), set()).add(r.get("case_id"))
+        ratio = r.get("err_ratio")
+        if isinstance(ratio, (int, float)):
+            worst = ratio if worst is None else max(worst, ratio)
+    if not failed:
+        return ""
+    text = ", ".join(f"{check} ({len(ids)})" for check, ids in failed.items())
+    return text + (f", worst {worst:.3g} x the allowed" if worst is not None else "")
 
 
 def _failure(text: str) -> str:

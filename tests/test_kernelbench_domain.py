@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -131,6 +132,29 @@ def test_a_group_norm_scaled_keeps_groups_of_several_features():
     assert scaling.largest_after <= sizing.ELEMENTS
 
 
+def test_a_batch_the_groups_divide_is_not_held_to_a_multiple_of_them():
+    """KernelBench level 2's 88_Gemm_GroupNorm_Swish_Multiply_Swish: a batch of 1024 and 8192
+    features in 256 groups. Were the batch (which no constructor sees) held to a multiple of 256 as
+    the features are, 256 x 512 would be over the budget and the groups would fall to one feature."""
+    class GroupNormed(torch.nn.Module):
+        def __init__(self, in_features, features, groups):
+            super().__init__()
+            self.gemm = torch.nn.Linear(in_features, features)
+            self.norm = torch.nn.GroupNorm(groups, features)
+
+        def forward(self, x):
+            return self.norm(self.gemm(x))
+
+    mod = type(sys)("batched_groupnorm_problem")
+    mod.batch_size, mod.in_features, mod.features, mod.groups = 1024, 8192, 8192, 256
+    mod.get_inputs = lambda: [torch.randn(mod.batch_size, mod.in_features)]
+    mod.get_init_inputs = lambda: [mod.in_features, mod.features, mod.groups]
+    mod.Model = GroupNormed
+    scaling = sizing.fit(mod, GroupNormed, backend="interpreter", accepts=_accepts(mod))
+    assert scaling.scaled and mod.groups == 256 and mod.features % 256 == 0 and mod.features // 256 >= 2
+    assert mod.batch_size < 256 and scaling.largest_after <= sizing.ELEMENTS
+
+
 def test_a_problem_too_large_with_no_module_level_size_is_refused_in_one_line(tmp_path):
     problem = tmp_path / "literal_problem.py"
     problem.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
@@ -242,6 +266,8 @@ def test_the_benchmark_passes_an_identity_candidate_and_fails_a_perturbed_one(tm
         assert "| 1_rowmean.py |" in out.read_text()
     assert rows["identity"]["outcome"] == "PASS" and rows["perturbed"]["outcome"] == "FAIL", rows
     assert rows["identity"]["cases"] > 1 and rows["identity"]["outside"] == 0
+    # the why of a failure read from verify.json's records: each failed check with its cases, the worst ratio
+    assert re.fullmatch(r"(\w+ \(\d+\), )+worst [\d.e+]+ x the allowed", rows["perturbed"]["why"]), rows["perturbed"]
 
 
 # --- inputs and outputs as models have them -----------------------------------------------------

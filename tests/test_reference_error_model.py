@@ -4,6 +4,8 @@ than the model explains fails. Each rule is a class of formula, shown on a small
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 
@@ -274,3 +276,115 @@ def test_nan_is_accepted_where_an_infinite_input_reaches_and_the_reference_in_it
     assert _failed(op, _relu_of_row_sum, cases) == {}
     bad = _failed(op, first_row_nan, cases)
     assert bad and all("forward" in checks for checks in bad.values())
+
+
+# --- a normalisation over axes other than the last -------------------------------------------
+
+def _group_norm(x):
+    return F.group_norm(x, 2)
+
+
+def test_a_group_norm_over_channel_groups_is_recognised_as_a_normalisation():
+    """A group norm of an NCHW tensor normalises each group of channels with its space: an offset
+    per last-dim row changes it, an offset per sample does not. Probed so, it is a normalisation
+    (its offset rows cases, the terms of the offset it cancels); a softmax over the channels is
+    invariant to the shift only, no normalisation; an elementwise op to neither."""
+    op = harness.from_reference(_group_norm, (torch.randn(2, 8, 4, 4),), name="group_norm_nchw_t", register=False,
+                                dtypes=(torch.float32,))
+    assert {"offset_rows", "constant_rows"} <= set(op.decl.value_kinds)
+    instance = harness.from_reference(lambda x: F.instance_norm(x), (torch.randn(2, 3, 4, 4),), name="instance_t",
+                                      register=False, dtypes=(torch.float32,))
+    assert "offset_rows" in instance.decl.value_kinds
+    for fn in (lambda x: torch.softmax(x, 1), torch.sigmoid):
+        other = harness.from_reference(fn, (torch.randn(2, 6, 4, 4),), name="not_a_norm_t", register=False,
+                                       dtypes=(torch.float32,))
+        assert "offset_rows" not in other.decl.value_kinds and other.decl.shift_by_max == ()
+
+
+def test_a_group_norm_over_channel_groups_passes_on_offset_rows_and_a_wrong_one_fails():
+    """On inputs of a large offset (1e4 + N(0, 1) rows), fp32 cancels the offset with a rounding of
+    it, which the terms of the cancelled offset bound (the reference's response to a relative move
+    of its input, any axes); the identity passes there; a group norm over the wrong groups, and an
+    output off by 1e-3 of itself, fail."""
+    op = harness.from_reference(_group_norm, (torch.randn(2, 8, 4, 4),), name="group_norm_nchw_t", register=False,
+                                dtypes=(torch.float32,))
+    cases = [c for c in op.floor_cases(backend="interpreter") if c["values"] in ("offset_rows", "normal", "huge")]
+    assert any(c["values"] == "offset_rows" for c in cases)
+
+    def wrong_groups(x):
+        return F.group_norm(x, 4)
+
+    def off(x):
+        y = F.group_norm(x, 2).clone()
+        y.view(-1)[-1] += 1e-3 * y.view(-1)[-1].abs().clamp_min(1e-3)
+        return y
+
+    assert _failed(op, _group_norm, cases) == {}
+    for wrong in (wrong_groups, off):
+        bad = _failed(op, wrong, cases)
+        assert set(bad) == {c.id for c in cases}, (wrong.__name__, bad)
+
+
+class _LinearGroupNorm(torch.nn.Module):
+    """A linear layer then a group norm of groups of two features (KernelBench level 2's
+    Matmul-Swish-Sum-GroupNorm at sizes scaled to fit): the norm's input is an intermediate, no
+    input of the reference, and a pair's normalisation is +-1 however the pair moves."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(16, 8)
+        with torch.no_grad():
+            self.linear.bias.copy_(1e3 * torch.randn(8))  # pairs far from 0: fp32 cancels their mean
+        self.norm = torch.nn.GroupNorm(4, 8)
+
+    def forward(self, x):
+        return self.norm(self.linear(x))
+
+
+def test_a_group_norm_inside_a_model_is_bounded_by_the_offset_it_cancels():
+    """torch's group norm is one primitive operator; moved as one step it showed a rounding of its
+    result (+-1) only, while fp32 forms x * rstd - mean * rstd and carries a rounding of |x| / std
+    (a false alarm of the model itself at 36-1500 x). Its parts are steps now (the mean, the
+    scale); the identity passes, and an output off by 1e-3 of itself still fails."""
+    model = _LinearGroupNorm().double()
+    op = harness.from_reference(model, (torch.rand(32, 16, dtype=torch.float64),), name="linear_group_norm_t", register=False,
+                                differentiable=False, dtypes=(torch.float32,))
+    cases = [c for c in op.floor_cases(backend="interpreter") if c["values"] in ("normal", "huge", "mixed_scale", "tiny")]
+
+    def identity(x):
+        return copy.deepcopy(model).to(x.dtype)(x)
+
+    def off(x):
+        y = identity(x).clone()
+        y.view(-1)[-1] += 1e-3 * y.view(-1)[-1].abs().clamp_min(1e-3)
+        return y
+
+    assert cases and _failed(op, identity, cases) == {}
+    assert set(_failed(op, off, cases)) == {c.id for c in cases}
+
+
+def _softmax_channels(x):
+    return torch.softmax(x, 1)
+
+
+def test_a_softmax_over_the_channels_passes_and_one_over_the_wrong_dim_fails():
+    """A softmax over dim 1 of an NCHW tensor: an offset per last-dim row changes it, so it is no
+    last-dim softmax (no shift_by_max, whose rounding is taken on x - the last dim's max) and no
+    normalisation; the identity passes on every floor case, and a softmax over the rows, or an
+    output off by 1e-3 of itself, fails."""
+    op = harness.from_reference(_softmax_channels, (torch.randn(2, 6, 4, 4),), name="softmax_channels_t",
+                                register=False, dtypes=(torch.float32,))
+    cases = [c for c in op.floor_cases(backend="interpreter") if c["values"] != "nonfinite"]
+
+    def wrong_dim(x):
+        return torch.softmax(x, -1)
+
+    def off(x):
+        y = torch.softmax(x, 1).clone()
+        y.view(-1)[-1] += 1e-3 * y.view(-1)[-1].abs().clamp_min(1e-3)
+        return y
+
+    assert cases and _failed(op, _softmax_channels, op.floor_cases(backend="interpreter")) == {}
+    for wrong in (wrong_dim, off):
+        assert set(_failed(op, wrong, cases)) == {c.id for c in cases}, wrong.__name__

@@ -40,8 +40,9 @@ The cases, the float64 oracle and the error model are those of every declared op
   ``reduces=()`` for an elementwise op;
 - value kinds: the row kinds every op gets (values.ROW_KINDS); where the reference is invariant
   to shifting a float input's rows (softmax, log-softmax), also the logit kinds and
-  ``shift_by_max`` for that input; where it is invariant to shifting and scaling them (a
-  normalisation), the normalisation kinds, and the terms grow to what cancelling the rows'
+  ``shift_by_max`` for that input; where it is invariant to shifting and scaling them, or to an
+  offset constant over any axis or trailing axes (a normalisation: a group norm of an NCHW tensor
+  cancels an offset per sample), the normalisation kinds, and the terms grow to what cancelling the rows'
   offset costs: the reference's response to a relative move of that input's elements (a
   layer norm's |x| / std, where the hand declaration, properties/ops/layer_norm.py, says the
   centred row in units of the offset it cancels).
@@ -696,27 +697,51 @@ def _high(name: str, a: torch.Tensor, dims, tensors, ignore: int | None = None) 
     return bounds[0][2]
 
 
+def _offset_shapes(shape: torch.Size) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The ways an offset can be constant over some axes of a tensor of ``shape``, each as (the
+    axes it is constant over, the offset's shape): over one axis (a softmax's or a layer norm's
+    dim, the last one first), then over every axis from k on (a layer norm over several trailing
+    dims, an instance norm over the spatial ones, a group norm over channel groups and space: an
+    offset per sample is constant within every group), then over all of them."""
+    n = len(shape)
+    ways = [(d,) for d in range(n - 1, -1, -1)] + [tuple(range(k, n)) for k in range(n - 2, -1, -1)]
+    return [(axes, tuple(1 if a in axes else s for a, s in enumerate(shape))) for axes in dict.fromkeys(ways)]
+
+
 def _invariances(trial: _Trial, names, kinds, base, skip=()) -> tuple[list[str], list[str]]:
-    """Float inputs whose rows the reference is invariant to shifting (softmax: shift_by_max),
-    and to shifting and scaling (a normalisation); those in ``skip`` (values of their own) not tried."""
+    """Float inputs whose rows (last dim) the reference is invariant to shifting (softmax:
+    shift_by_max), and those it is invariant to shifting and scaling over any axis or trailing
+    axes (a normalisation: a layer norm; a group or instance norm of an NCHW tensor); those in
+    ``skip`` (values of their own) not tried. Found by probing: the reference run with the input
+    moved by a random offset (and scale) constant over the axes tried, its output unchanged. A
+    softmax over an axis that is not the last (the channels) is shift-invariant only, there: it
+    is neither (shift_by_max's rounding is taken on x - the last dim's max)."""
     shift, norm = [], []
     for n, k in zip(names, kinds):
         if k != "float" or n in skip:
             continue
+        t0 = trial.args[names.index(n)]
+        for axes, shape in _offset_shapes(t0.shape):
 
-        def moved(scale):
-            return lambda m, t: (t * scale + 3.0 + torch.rand(t.shape[:-1] + (1,), dtype=t.dtype)) if m == n else t
+            def moved(scale, shape=shape):
+                return lambda m, t: (t * scale + 3.0 + torch.rand(shape, dtype=t.dtype, device=t.device)) \
+                    if m == n and tuple(t.shape) == tuple(t0.shape) else t
 
-        try:
-            shifted = trial.run({}, moved(1.0))
-            scaled = trial.run({}, moved(2.5))
-        except Exception:
-            continue
-        if shifted.shape == base.shape and torch.allclose(shifted, base, rtol=1e-9, atol=1e-12):
-            if scaled.shape == base.shape and torch.allclose(scaled, base, rtol=1e-4, atol=1e-6):  # eps breaks exactness
-                norm.append(n)
-            else:
-                shift.append(n)
+            try:
+                shifted = trial.run({}, moved(1.0))
+            except Exception:  # noqa: BLE001 - a probe: not invariant
+                continue
+            if not (shifted.shape == base.shape and torch.allclose(shifted, base, rtol=1e-9, atol=1e-12)):
+                continue
+            try:
+                scaled = trial.run({}, moved(2.5))
+            except Exception:  # noqa: BLE001
+                scaled = None
+            if scaled is not None and scaled.shape == base.shape and torch.allclose(scaled, base, rtol=1e-4, atol=1e-6):
+                norm.append(n)  # eps breaks exactness; the terms it cancels are read by _cancelled, any axes
+            elif axes == (t0.dim() - 1,):
+                shift.append(n)  # a kernel subtracts the last dim's max first (compare.rounding.row_max_center)
+            break
     return shift, norm
 
 

@@ -21,7 +21,8 @@ output's own, which the error model adds anyway.
 
 Steps are found by a dispatch mode (torch.utils._python_dispatch), which sees each aten
 operator the reference runs; an operator with a decomposition is decomposed first, so the
-rounding lands on the parts a kernel computes. Beyond MAX_STEPS steps (a deep model), steps
+rounding lands on the parts a kernel computes (a normalisation's mean and scale too, though torch
+declares them one primitive: ``_with_statistics``). Beyond MAX_STEPS steps (a deep model), steps
 are moved in groups (step k in group k mod MAX_STEPS), a random-sign sample within each group.
 
 A gradient's terms (``gradient_terms``) are read the same way from the forward and autograd's
@@ -85,7 +86,8 @@ class _Rounding(TorchDispatchMode):
         from torch._decomp import decomposition_table
 
         decomposition = decomposition_table.get(func)
-        if torch.Tag.pointwise in func.tags or (decomposition is not None and _primitive(decomposition)):
+        if torch.Tag.pointwise in func.tags or (decomposition is not None and _primitive(decomposition)
+                                                 and not _with_statistics(func)):
             decomposition = None  # one rounding already (sub, exp); torch's primitives (a sum) are steps
         with self:  # the parts of a decomposition are steps of their own
             out = decomposition(*args, **kwargs) if decomposition is not None else func.decompose(*args, **kwargs)
@@ -135,6 +137,17 @@ def _primitive(decomposition) -> bool:
     does and whose wrappers import torch._dynamo (seconds) on first use."""
     module = getattr(decomposition, "__module__", "") or ""
     return module.startswith(("torch._refs", "torch._prims"))
+
+
+def _with_statistics(func) -> bool:
+    """An operator that returns statistics with its result (a group or layer norm: y, mean, rstd):
+    a composite whose parts are steps, even where its decomposition is torch's primitives. Its
+    result cancels an offset (x - mean, or fp32's scale-and-shift form x * rstd - mean * rstd), so
+    a kernel's result carries the rounding of the mean, of the size of |x| / std, where the
+    operator moved as one step shows a rounding of |y| only (a group of two features: y = +-1
+    however the pair moves)."""
+    returns = func._schema.returns
+    return len(returns) > 1 and all(str(r.type) == "Tensor" for r in returns)
 
 
 def _first(out) -> torch.Tensor | None:

@@ -8,8 +8,9 @@ one of the inputs' or the output's dims is scaled by one factor: ``n -> max(floo
 function of ``n`` for every size, so sizes that were equal stay equal (a tied dim), ratios are
 kept down to the floor, and the constructor's arguments (channels, normalised shape) follow the
 inputs. Integers that are no input dim (kernel size, stride, dilation, groups, a reduced axis)
-are kept, and a scaled size stays a multiple of each kept one that divided it (channels of
-groups), a constructor's size at least twice it where it was and the budget allows (4096
+are kept, and a constructor's scaled size stays a multiple of each kept one that divided it
+(channels of groups; a batch, which no constructor sees, is tied to none), at least twice it
+where it was and the budget allows (4096
 features in 64 groups scale to no fewer than 128: groups of one feature would normalise nothing). The floor starts at the largest small kept integer (a kernel never wider than its
 input) and doubles until the reference accepts the scaled inputs (float32, small).
 
@@ -285,10 +286,14 @@ def fit(module, model_cls: Callable, *, backend: str, accepts: Callable[[], bool
             for n in (v if isinstance(v, tuple) else (v,)) if 0 < n]
     floor = max([FLOOR, *(n for n in kept if n <= KERNEL)])
     scalable = {n for v in scalable_names.values() for n in (v if isinstance(v, tuple) else (v,)) if n in dims}
-    step = {n: math.lcm(*[k for k in kept if 1 < k < n and n % k == 0] or [1]) for n in scalable}
-    # a constructor's size (features, channels) keeps groups of at least two where the budget
-    # allows it at the smallest sizes
+    # a constructor's size (features, channels) stays a multiple of each kept one that divides it
+    # (its groups), and keeps groups of at least two where the budget allows it at the smallest
+    # sizes; a size the constructor never sees (a batch) is tied to no kept one: a batch of 1024
+    # that 256 groups divide is no multiple of them, and held to one it left no room for the
+    # groups of two (8192 features in 256 groups at 256 x 256 elements)
     groups = frozenset(_init_ints(module))
+    step = {n: math.lcm(*[k for k in kept if 1 < k < n and n % k == 0] or [1]) if n in groups else 1
+            for n in scalable}
     _apply(module, {k: _scaled(v, 0.0, floor, step, groups) for k, v in scalable_names.items()})
     if _largest(*measure(module, model_cls)) > limit:
         groups = frozenset()
