@@ -296,11 +296,12 @@ def test_tests_stopped_beside_the_second_look_count_no_kill(tmp_path):
     import types
 
     from harness.mutation.library_tests import Scoring
+    from vocabulary import Status
 
     def outcome(name):
         fn = types.SimpleNamespace(spec=lambda: {"mutant": name})
         return types.SimpleNamespace(entry=types.SimpleNamespace(name=name, fn=fn),
-                                     status=types.SimpleNamespace(value="survived"))
+                                     status=Status.SURVIVED)
 
     slow = f"{sys.executable} -c \"import time; time.sleep(120)\""
     tests = Scoring(slow, cwd=str(tmp_path), jobs=2, sample_size=None, interpreter=True, timeout=300.0,
