@@ -6,6 +6,8 @@ kernel, softmax written as exp / sum, a copy or dtype conversion around other op
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -17,6 +19,7 @@ FIXTURES = "tests/fixtures/kernelbench"
 
 def found(problem: str, candidate: str) -> str | None:
     prob = _import(f"{FIXTURES}/{problem}.py", "--reference")
+    sys.modules[prob.__name__] = sys.modules.pop(prob.__name__)  # the problem last loaded, as in a kernel process
     cand = _import(f"{FIXTURES}/{candidate}.py", "--candidate")
     torch.manual_seed(0)
     init = prob.get_init_inputs()
