@@ -87,20 +87,11 @@ def pytest_pycollect_makemodule(module_path: Path, parent):
 def generated_cases(spec, *, backend: str, seed: int, max_examples: int) -> list:
     """The generated cases verify runs for a kernel that passes them all, in order, without
     running any kernel (harness.run.suite draws with the same settings)."""
-    from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, settings
+    from harness.cases.drawing import drawn_cases
 
     if max_examples <= 0:
         return []
-    drawn = []
-
-    @hypothesis_seed(seed)
-    @settings(max_examples=max_examples, deadline=None, database=None, derandomize=False, print_blob=False,
-              suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
-    @given(spec.case_strategy(backend=backend))
-    def draw(case):
-        drawn.append(case)
-
-    draw()
+    drawn = drawn_cases(spec, backend=backend, seed=seed, max_examples=max_examples)
     return list({case.id: case for case in drawn}.values())  # a case drawn twice runs once
 
 

@@ -12,26 +12,13 @@ import hashlib
 import json
 
 import torch
-from hypothesis import HealthCheck, Phase, given, seed, settings
 
+from harness.cases.drawing import drawn_cases
 from harness.registry.registry import REGISTRY
 
 
 def generated_ids(spec, backend: str, n: int, at_seed: int) -> list:
-    seen = []
-
-    @hypothesis_settings(n)
-    @given(spec.case_strategy(backend=backend))
-    def body(case):
-        seen.append(case)
-
-    seed(at_seed)(body)()
-    return seen
-
-
-def hypothesis_settings(n: int):
-    return settings(max_examples=n, deadline=None, database=None, derandomize=False, print_blob=False,
-                    suppress_health_check=list(HealthCheck), phases=(Phase.generate,))
+    return drawn_cases(spec, backend=backend, seed=at_seed, max_examples=n)
 
 
 def digest(spec, case) -> str:

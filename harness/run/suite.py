@@ -26,9 +26,10 @@ from typing import Callable, Sequence
 
 import torch
 from hypothesis.errors import FlakyFailure
-from hypothesis import HealthCheck, Phase as HypothesisPhase, given, seed as hypothesis_seed, settings
+from hypothesis import given, seed as hypothesis_seed
 
 from harness.cases.case import Case, repro_command
+from harness.cases.drawing import draw_settings, op_constants_only
 from harness.cases.shard import shard_of
 from harness.registry.opspec import OpSpec
 from harness.record import waivers
@@ -319,19 +320,11 @@ def _generated(spec: OpSpec, one, kept: list[CaseRecord], plan: SuitePlan) -> No
 
     shrink = not plan.stop_at_first_failure
     test = given(spec.case_strategy(backend=plan.backend))(body)
-    test = settings(
-        max_examples=plan.max_examples,
-        deadline=None,
-        database=None,
-        derandomize=False,
-        print_blob=False,
-        report_multiple_bugs=False,
-        suppress_health_check=list(HealthCheck),
-        phases=(HypothesisPhase.generate, HypothesisPhase.shrink) if shrink else (HypothesisPhase.generate,),
-    )(test)
+    test = draw_settings(plan.max_examples, shrink=shrink, report_multiple_bugs=False)(test)
     test = hypothesis_seed(plan.seed)(test)
     try:
-        test()
+        with op_constants_only():
+            test()
     except (_Failed, FlakyFailure):
         pass
     finally:  # also when the job is over: the smallest failure found so far is kept

@@ -36,7 +36,9 @@ class DeclaredOp:
         self.dims = tuple(dict.fromkeys(d for i in tensors for d in i.shape))
         self.free_dims = tuple(d for d in self.dims if d not in decl.derived)  # drawn; the others computed
         rank = max(len(i.shape) for i in tensors)
-        self.inner = {i.shape[-1] for i in tensors if len(i.shape) == rank}  # the row length; other dims count rows
+        # the row length; other dims count rows. In declaration order: the first is the one a case keeps
+        # (a set here made the cases depend on the process's string hash seed)
+        self.inner = tuple(dict.fromkeys(i.shape[-1] for i in tensors if len(i.shape) == rank))
         self.scalars = tuple(i for i in decl.inputs if isinstance(i, Scalar))
         self.leading = decl.leading  # a dim that cases also give as several leading dims (harness.ops.leading)
         self.ignorable = next((i for i in decl.inputs if isinstance(i, Index) and i.ignore), None)
