@@ -130,11 +130,12 @@ class VerifyItem(pytest.Item):
 
     def runtest(self) -> None:
         from harness.registry.registry import REGISTRY
-        from harness.run.suite import run_suite
+        from harness.run.suite import SuitePlan, run_suite
 
         backend = self.config._verify_backend
-        records = run_suite(REGISTRY.op(self.entry.op), self.entry, backend=backend.name, device=backend.device,
-                            seed=self.config.getoption("verify_seed"), max_examples=0, only_case=self.case)
+        plan = SuitePlan(backend=backend.name, seed=self.config.getoption("verify_seed"), max_examples=0,
+                         only_case=self.case)
+        records = run_suite(REGISTRY.op(self.entry.op), self.entry, plan, device=backend.device)
         failed = [r.to_dict() for r in records if not r.passed]
         if failed:
             raise CheckFailed(failed)

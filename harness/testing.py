@@ -94,7 +94,7 @@ def assert_kernel(op: str, fn: Callable, *, max_examples: int | None = None, see
     """
     __tracebackhide__ = True  # pytest shows the caller's line, not the harness's source
     from harness.cases.case import Case
-    from harness.run.suite import run_suite
+    from harness.run.suite import SuitePlan, run_suite
     from reports import console, failure_groups, verify_report
 
     be = prepare(backend)
@@ -107,8 +107,8 @@ def assert_kernel(op: str, fn: Callable, *, max_examples: int | None = None, see
     quick = os.environ.get(QUICK_ENV) == "1" if quick is None else quick
     examples = current_settings().max_examples(be.name) if max_examples is None else max_examples
     with backends.quiet_interpreter_arithmetic():
-        records = [r.to_dict() for r in run_suite(spec, entry, backend=be.name, device=be.device, seed=seed,
-                                                   max_examples=examples, only_case=only, quick=quick)]
+        plan = SuitePlan(backend=be.name, seed=seed, max_examples=examples, only_case=only, quick=quick)
+        records = [r.to_dict() for r in run_suite(spec, entry, plan, device=be.device)]
     summary = verify_report.kernel_summary(op, entry.name, records, waivers=entry.contract.waive,
                                            forward_only=entry.contract.forward_only)
     for check in summary["stale_waivers"]:

@@ -10,6 +10,7 @@ from rich.table import Table
 from reports import failure_groups, verify_report
 from reports.terminal import report_console
 from vocabulary import Verdict
+from vocabulary.records import kernel_summaries
 
 MAX_FAILURES_SHOWN = 12
 
@@ -52,7 +53,7 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
         # names whole on one line (on a terminal too narrow, folded rather than cut)
         table.add_column(col, justify="right" if col in ("cases", "failed cases", "worst err / allowed") else "left",
                          no_wrap=col in ("op", "kernel", "verdict"), overflow="fold" if col in ("op", "kernel") else "ellipsis")
-    for k in report["kernels"]:
+    for k in kernel_summaries(report):
         failed_checks = ", ".join(
             f"{name} ({c['failed']})" for name, c in k["checks"].items() if c["failed"]
         ) or "-"
@@ -63,7 +64,7 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             verdict += f" reused ({k['reused'].get('saved_at')})"
         table.add_row(k["op"], k["name"], verdict, str(k["cases"]), str(k["failed"]), failed_checks, _fmt(k["worst_err_ratio"]))
     console.print(table)
-    for k in report["kernels"]:
+    for k in kernel_summaries(report):
         t = k.get("time_breakdown") or {}
         if t:
             console.print(
@@ -74,7 +75,7 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
                 highlight=False,
             )
 
-    for k in report["kernels"]:
+    for k in kernel_summaries(report):
         if k.get("verdict") == Verdict.ERROR:
             fault = k.get("harness_error") or {}
             text = fault.get("summary", "the harness failed").removeprefix("ERROR (harness): ")
@@ -109,9 +110,9 @@ def print_verify(report: dict, *, path: str, file=None) -> None:
             console.print(line, highlight=False, markup=False, soft_wrap=True)
     if len(failures) > MAX_FAILURES_SHOWN:
         console.print(f"... and {len(failures) - MAX_FAILURES_SHOWN} more failed checks in the report")
-    unverified = sum(k.get("verdict") == Verdict.NOT_VERIFIED for k in report["kernels"])
+    unverified = sum(k.get("verdict") == Verdict.NOT_VERIFIED for k in kernel_summaries(report))
     verdict = "[green]all kernels passed[/]" if report["passed"] else "[red]verification failed[/]"
-    if any(k.get("verdict") == Verdict.ERROR for k in report["kernels"]):
+    if any(k.get("verdict") == Verdict.ERROR for k in kernel_summaries(report)):
         verdict = "[red]no verdict: the harness failed (ERROR (harness) above)[/]"
     if unverified:
         allowed = " (allowed by --allow-unverified)" if report.get("allow_unverified") else " (--allow-unverified accepts it)"

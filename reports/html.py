@@ -17,7 +17,7 @@ import markupsafe
 
 from reports import drift, failure_groups, library_tests, mutation_report, plot_cache, plots, timing, verify_report
 from vocabulary import Status
-from vocabulary.records import CaseStatus, case_status
+from vocabulary.records import CaseStatus, case_status, kernel_summaries
 
 __all__ = ["render", "FILTERS", "FAILURES_PER_GROUP"]
 
@@ -55,7 +55,7 @@ def _environment() -> jinja2.Environment:
 
 def _kernel_rows(verify: dict) -> list[dict]:
     rows = []
-    for k in verify.get("kernels", []):
+    for k in kernel_summaries(verify):
         checks = k.get("checks") or {}
         rows.append({
             **k,
@@ -246,7 +246,7 @@ def render(verify: dict | None, mutation: dict | None, extras: dict[str, dict] |
         "failures_per_group": FAILURES_PER_GROUP,
         "filters": FILTERS,
         "options": _filter_options(cases),
-        "error_plot": figures.draw(plots.error_ratio_figure, cases, verify.get("kernels", []))
+        "error_plot": figures.draw(plots.error_ratio_figure, cases, kernel_summaries(verify))
                       if verify and not _one_case(cases) else None,
         "one_case": _one_case(cases),
         "plots_available": plots.available(),

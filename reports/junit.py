@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from reports import verify_report
 from vocabulary import JobStatus, Status, Verdict
+from vocabulary.records import kernel_summaries
 
 __all__ = ["render", "CASES_PER_FAILURE"]
 
@@ -69,7 +70,7 @@ def _verify_suites(root: ET.Element, verify: dict) -> None:
     by_kernel_check: dict[tuple[str, str], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in verify.get("cases", []):
         by_kernel_check[(r.get("op"), r.get("kernel"))][r.get("check")].append(r)
-    for k in verify.get("kernels", []):
+    for k in kernel_summaries(verify):
         op, name = k.get("op"), k.get("name")
         suite = _suite(root, f"verify.{op}.{name}", verify, verify.get("created"))
         _element(suite.find("properties"), "property", name="verdict", value=verify_report.verdict_label(k))

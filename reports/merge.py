@@ -14,7 +14,7 @@ from collections import Counter
 
 from reports import drift, library_tests, mutation_report, verify_report
 from vocabulary import JobStatus, mutation_score
-from vocabulary.records import MutantRecord
+from vocabulary.records import MutantRecord, kernel_summaries
 
 __all__ = ["MergeError", "merge_verify", "merge_mutation"]
 
@@ -67,7 +67,7 @@ def merge_verify(parts: list[tuple[str, dict]]) -> dict:
     _check_parts("verify.json", parts)
     kernels: dict[tuple[str, str], list[dict]] = {}
     for _, report in parts:
-        for k in report.get("kernels", []):
+        for k in kernel_summaries(report):
             kernels.setdefault((k["op"], k["name"]), []).append(k)
     records = [r for _, report in parts for r in report.get("cases", [])]
     by_kernel: dict[tuple[str, str], list[dict]] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from reports import drift, failure_groups, library_tests, timing, verify_report
 from vocabulary import Status, Verdict
+from vocabulary.records import kernel_summaries
 
 __all__ = ["render", "MAX_FAILURES", "MAX_SURVIVORS"]
 
@@ -39,7 +40,7 @@ def _verify_lines(verify: dict) -> list[str]:
         "| op | kernel | verdict | cases | failed cases | failed checks | worst err / allowed |",
         "|---|---|---|---:|---:|---|---:|",
     ]
-    for k in verify.get("kernels", []):
+    for k in kernel_summaries(verify):
         failed_checks = ", ".join(f"{n} ({c.get('failed')})" for n, c in (k.get("checks") or {}).items() if c.get("failed")) or "-"
         verdict = verify_report.verdict_label(k)
         if k.get("verdict") == Verdict.NOT_VERIFIED:
@@ -48,7 +49,7 @@ def _verify_lines(verify: dict) -> list[str]:
             verdict += f" (reused, verdict of {k['reused'].get('saved_at')})"
         lines.append(f"| {_cell(k.get('op'))} | `{_cell(k.get('name'))}` | {verdict} | {k.get('cases')} | {k.get('failed')} "
                      f"| {_cell(failed_checks)} | {_ratio(k.get('worst_err_ratio'))} |")
-    for k in verify.get("kernels", []):
+    for k in kernel_summaries(verify):
         if k.get("verdict") == Verdict.ERROR:
             lines += ["", f"**ERROR (harness)** `{_cell(k.get('name'))}`: "
                           f"{_cell((k.get('harness_error') or {}).get('summary', 'the harness failed'))}"]

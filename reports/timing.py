@@ -8,6 +8,8 @@ index.html; a field an older report lacks is left out, never guessed.
 
 from __future__ import annotations
 
+from vocabulary.records import kernel_summaries
+
 __all__ = ["rows"]
 
 PHASES = (("compile_s", "Triton compilation"), ("kernel_s", "kernel calls"), ("oracle_s", "oracle"), ("checks_s", "checks"),
@@ -17,7 +19,7 @@ PHASES = (("compile_s", "Triton compilation"), ("kernel_s", "kernel calls"), ("o
 def _verify_detail(verify: dict) -> str:
     totals = {key: 0.0 for key, _ in PHASES}
     seen = False
-    for k in verify.get("kernels", []):
+    for k in kernel_summaries(verify):
         for key, _ in PHASES:
             value = (k.get("time_breakdown") or {}).get(key)
             if value is not None:

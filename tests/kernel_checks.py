@@ -1,22 +1,42 @@
 """What the kernel tests (tests/test_kernel_*.py, tests/test_fused_linear_ce_*.py) share: the
-oracle comparison under the harness's own tolerance table, a spread of cases over layouts and
-value kinds, and the check that an out-of-contract call raises before any launch."""
+comparison with their op's own oracle and error model (what verify judges a case by), a spread of
+cases over layouts and value kinds, and the check that an out-of-contract call raises before any
+launch."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from harness.compare.allclose import compare
-from harness.compare.tolerances import for_dtype
+from harness.cases.case import Case
+from harness.compare import nonfinite
+from harness.ops import checks
+from harness.registry.opspec import OpInputs
+from harness.registry.registry import REGISTRY, load_builtin_ops
 
 
-def assert_close(name, actual, expected, magnitude, dtype):
-    """``actual`` has ``dtype``, ``expected``'s shape, and matches it within the table's tolerance."""
-    assert actual.dtype == dtype and actual.shape == expected.shape, (name, actual.dtype, actual.shape)
-    tol = for_dtype(dtype)
-    result = compare(actual, expected.to(dtype), atol=tol.atol, rtol=tol.rtol, magnitude=magnitude, terms_rtol=tol.terms_rtol)
-    assert result.passed, f"{name}: {result.message}"
+def assert_close(op, args, upstream, **actual):
+    """Each of ``actual`` (check name -> tensor: an output of a kernel call on ``args``, or the
+    gradient it gave for ``upstream``, the gradient of the loss with respect to its output) has the
+    input dtype and matches op ``op``'s float64 oracle on the same ``args`` within the op's own
+    error model, as verify compares a case (harness.run.runner)."""
+    load_builtin_ops()
+    spec = REGISTRY.op(op)
+    dtype = next(a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())
+    grad_wrt = tuple(p for p, i in enumerate(spec.decl.inputs) if i in spec.decl.differentiable)
+    inputs = OpInputs(args=tuple(args), grad_wrt=grad_wrt, upstream=upstream, dtype=dtype, layout="as given")
+    expected = nonfinite.add_limits(spec.oracle(inputs), inputs, spec.oracle)
+    case = Case.of(op, dtype=str(dtype).removeprefix("torch."))
+    unknown = sorted(set(actual) - set(spec.value_checks()))
+    assert not unknown, f"{op} has no value check {unknown}; its checks: {spec.value_checks()}"
+    for check, got in actual.items():
+        # a case whose every row is ignored has its forward check under its own name (ALL_IGNORED)
+        name = spec.oracle_forward_name(inputs) if check == spec.forward_check else check
+        assert got.dtype == dtype and got.shape == expected[name].shape, (name, got.dtype, got.shape)
+        tol = spec.tolerance(name, case, dtype)
+        result = checks.values(got, expected[name], dtype, tol, expected.get(f"{name}_magnitude"),
+                               expected.get(f"{name}_nan_ok"), expected.get(f"{name}_limit"))
+        assert result.passed, f"{op} {check}: {result.message}"
 
 
 def spread_cases(shapes, dtypes, layouts, kinds=None) -> list[tuple]:

@@ -227,7 +227,7 @@ def test_a_merge_of_shards_sums_up_the_drift_of_every_part():
         records = [dict(_rec(case, "forward", identical, ulps, 0.1, 0.2), passed=True, kernel="k")]
         plan = {"rev": "main", "commit": "abc", "repositories": [], "added": [], "removed": [], "renamed": []}
         return (f"part{index}", {"shard": {"index": index, "count": 2}, "passed": True, "cases": records,
-                                 "kernels": [{"op": "rmsnorm", "name": "k", "status": "ok"}],
+                                 "kernels": [{"op": "rmsnorm", "name": "k", "status": "ok", "passed": True, "cases": 1, "failed": 0}],
                                  "baseline": drift.summarize(plan, [{"op": "rmsnorm", "name": "k"}], records)})
 
     merged = merge.merge_verify([part(0, "c1", True, 0), part(1, "c2", False, 4)])

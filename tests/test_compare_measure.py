@@ -11,14 +11,13 @@ import torch
 from harness.compare import message
 from harness.compare.allclose import compare
 from harness.compare.measure import Measurement, measure
-from harness.compare.tolerances import ErrorModel
 
 
 def t(values):
     return torch.tensor(values, dtype=torch.float32)
 
 
-ARGS = dict(atol=1e-5, rtol=1e-4, magnitude=None, terms_rtol=0.0, model=ErrorModel.TABLE, in_dtype=torch.float32)
+ARGS = dict(atol=1e-5, rtol=1e-4, magnitude=None, terms_rtol=0.0, in_dtype=torch.float32)
 
 
 def test_the_statistics_carry_every_figure_a_failure_message_names():
@@ -27,8 +26,7 @@ def test_the_statistics_carry_every_figure_a_failure_message_names():
     assert m.worst_index == [1, 1] and math.isinf(m.err_ratio) and m.rounding_units is None  # the NaN is the worst
     assert math.isnan(m.worst_actual) and (m.worst_expected, m.max_abs_err) == (4.0, 0.5)
     assert all(not isinstance(getattr(m, f.name), str) for f in dataclasses.fields(Measurement))  # figures, no words
-    text = message.describe(m, atol=1e-5, rtol=1e-4, terms_rtol=0.0, with_magnitude=False, model=ErrorModel.TABLE,
-                            in_dtype=torch.float32)
+    text = message.describe(m, atol=1e-5, rtol=1e-4, terms_rtol=0.0, with_magnitude=False, in_dtype=torch.float32)
     assert text.splitlines()[:2] == ["Mismatched elements: 2 / 4 (50.0%)",
                                      "Non-finite mismatches: 1 (NaN/Inf where the oracle has none, or the reverse)"]
     assert "Worst element at index (1, 1): got nan, expected 4" in text
@@ -36,14 +34,15 @@ def test_the_statistics_carry_every_figure_a_failure_message_names():
 
 
 def test_the_record_is_the_measurement_and_its_description():
-    actual, expected = t([1.0, 2.001, 3.0]), t([1.0, 2.0, 3.0])
-    c = compare(actual, expected, atol=1e-5, rtol=1e-4)
-    m = measure(actual, expected, **ARGS)
+    actual, expected, allowance = t([1.0, 2.001, 3.0]), t([1.0, 2.0, 3.0]), t([1e-6, 1e-6, 1e-6])
+    c = compare(actual, expected, atol=0.0, rtol=0.0, magnitude=allowance, terms_rtol=1.0)
+    m = measure(actual, expected, **{**ARGS, "atol": 0.0, "rtol": 0.0, "magnitude": allowance, "terms_rtol": 1.0})
     assert (c.passed, c.mismatched, c.numel, c.worst_index, c.max_abs_err, c.err_ratio, c.rounding_units) == (
         m.passed, m.mismatched, m.numel, m.worst_index, m.max_abs_err, m.err_ratio, m.rounding_units)
-    assert c.message == message.describe(m, atol=1e-5, rtol=1e-4, terms_rtol=0.0, with_magnitude=False,
-                                         model=ErrorModel.TABLE, in_dtype=torch.float32)
-    assert "a logic error" in c.message  # 1e-3 off at 2.0: about 8000 fp32 roundings, past PRECISION_UNITS
+    assert c.message == message.describe(m, atol=0.0, rtol=0.0, terms_rtol=1.0, with_magnitude=True,
+                                         in_dtype=torch.float32)
+    assert c.rounding_units == c.err_ratio  # |err| / allowed: the allowance is the rounding of the terms
+    assert "a logic error" in c.message  # 1e-3 off against an allowance of 1e-6: past PRECISION_UNITS
 
 
 def test_a_pass_is_one_line_and_the_attribute_checks_come_before_any_value():

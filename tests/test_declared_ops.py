@@ -17,7 +17,7 @@ from harness.compare.allclose import compare
 from harness.errors import RegistryError
 from harness.registry.registry import REGISTRY, load_builtin_ops, register_op
 from harness.run.runner import run_case
-from harness.run.suite import run_suite
+from harness.run.suite import SuitePlan, run_suite
 from harness.ops import derive, layouts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,8 +93,8 @@ def test_obviously_wrong_variants_fail(wrong_plugin, kernel, case_id, check):
     if "Non-finite" not in failed[check].message:  # a finite error says how many roundings off it is
         assert "x the allowed rounding of the terms" in failed[check].message
     # and the floor alone catches it too
-    records = run_suite(spec(case.op), entry, backend="interpreter", device="cpu", seed=0, max_examples=0,
-                        stop_at_first_failure=True)
+    records = run_suite(spec(case.op), entry, SuitePlan(backend="interpreter", seed=0, max_examples=0,
+                                                        stop_at_first_failure=True), device="cpu")
     assert any(not r.passed for r in records)
 
 

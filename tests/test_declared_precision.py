@@ -58,12 +58,13 @@ def test_the_declaration_does_not_hide_a_logic_error():
 
 
 def test_declared_precision_leaves_fp32_alone_and_widens_by_8_roundings():
-    tol = tolerances.for_dtype(torch.float32)
     e = torch.ones(3, dtype=torch.float64)
-    assert tolerances.declared_precision(tol, None, None, e, torch.float32) == (tol, None)
-    bf16, mag = tolerances.declared_precision(tolerances.for_dtype(torch.bfloat16), e, None, e, torch.bfloat16)
-    assert bf16.terms_rtol == bf16.rtol == 8 * 2.0**-8 and mag is e and "precision='input'" in bf16.why
-    rounding = tolerances.Tolerance(1e-9, 1e-9, "r", terms_rtol=1.0, model="rounding")
+    fp32 = tolerances.Tolerance(2.0**-126, 2.0**-23, "r")
+    assert tolerances.declared_precision(fp32, e, e, e, torch.float32) == (fp32, e)
+    rounding = tolerances.Tolerance(1e-9, 1e-9, "r")
+    bf16, allowance = tolerances.declared_precision(rounding, e * 0.5, None, e, torch.bfloat16)
+    assert bf16.rtol == 8 * 2.0**-8 and bf16.terms_rtol == 1.0 and "precision='input'" in bf16.why
+    assert torch.allclose(allowance, 0.5 + 8 * 2.0**-8 * e)  # no terms: |expected| is scaled
     got, allowance = tolerances.declared_precision(rounding, e * 0.5, e * 2.0, e, torch.float16)
     assert torch.allclose(allowance, 0.5 + 8 * 2.0**-11 * 2.0 * e)  # the terms, not |expected|, are scaled
 

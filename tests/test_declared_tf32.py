@@ -18,7 +18,7 @@ def test_tfloat32_roundings_count_in_fp32_units_on_fp32_cases_only():
 
 
 def test_the_widened_record_names_the_declaration():
-    tol = tolerances.Tolerance(1e-7, 1e-7, why="spread", terms_rtol=1.0, model="rounding")
+    tol = tolerances.Tolerance(1e-7, 1e-7, why="spread", terms_rtol=1.0)
     e = torch.ones(3, dtype=torch.float64)
     wide, magnitude = tolerances.declared_precision(tol, torch.zeros(3), e, e, torch.float32, precision=("tfloat32", 2.0))
     assert torch.allclose(magnitude, torch.full((3,), 2 * 2.0**-11, dtype=torch.float64))

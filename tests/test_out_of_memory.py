@@ -23,7 +23,8 @@ def _suite_with(monkeypatch, ooms: int):
 
     monkeypatch.setattr(suite, "run_case", run_case)
     monkeypatch.setattr(suite.time, "sleep", lambda seconds: pauses.append(seconds))
-    records = suite.run_suite(spec, entry, backend="interpreter", device="cpu", seed=0, max_examples=0, only_case=case)
+    records = suite.run_suite(spec, entry, suite.SuitePlan(backend="interpreter", seed=0, max_examples=0, only_case=case),
+                              device="cpu")
     assert pauses == [suite.OUT_OF_MEMORY_PAUSE] * min(ooms, 1)  # one pause, before the second attempt
     return spec, entry, case, records, len(calls)
 

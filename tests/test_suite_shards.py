@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from harness.registry.registry import REGISTRY, Contract, KernelEntry
-from harness.run.suite import run_suite
+from harness.run.suite import SuitePlan, run_suite
 
 
 def torch_rmsnorm(x, gamma, eps):
@@ -14,7 +14,8 @@ def torch_rmsnorm(x, gamma, eps):
 
 def case_ids(backend, device, shard, max_examples=6):
     spec, entry = REGISTRY.op("rmsnorm"), REGISTRY.get("rmsnorm", "triton_rmsnorm")
-    records = run_suite(spec, entry, backend=backend.name, device=device, seed=3, max_examples=max_examples, shard=shard)
+    plan = SuitePlan(backend=backend.name, seed=3, max_examples=max_examples, shard=shard)
+    records = run_suite(spec, entry, plan, device=device)
     return [r.case_id for r in records if r.check == "forward"]
 
 
@@ -39,7 +40,7 @@ def test_floor_first_changes_the_order_only(backend, device):
     floor = [c.id for c in spec.floor_cases(backend=backend.name)]
     wanted = [floor[7], "rmsnorm:not-a-floor-case", floor[3]]
     seen = []
-    run_suite(spec, entry, backend=backend.name, device=device, seed=0, max_examples=0, floor_first=wanted,
+    run_suite(spec, entry, SuitePlan(backend=backend.name, seed=0, max_examples=0, floor_first=wanted), device=device,
               on_start=lambda case: seen.append(case.id))
     assert seen[:2] == [floor[7], floor[3]]  # the hints first, unknown ids ignored
     assert sorted(seen) == sorted(floor)  # the same cases, each once
@@ -60,7 +61,8 @@ def test_the_later_calls_run_on_a_cover_of_the_floor_on_the_interpreter(monkeypa
             assert {c[key] for c in floor} == {c[key] for c in floor if c.id in cover}, (op, key)
     spec = REGISTRY.op("rmsnorm")
     entry = KernelEntry("rmsnorm", "torch_rms", torch_rmsnorm, Contract(), "kernel", "plugin", "here")
-    records = run_suite(spec, entry, backend="interpreter", device="cpu", seed=0, max_examples=0)
+    floor_only = SuitePlan(backend="interpreter", seed=0, max_examples=0)
+    records = run_suite(spec, entry, floor_only, device="cpu")
     floor = spec.floor_cases(backend="interpreter")
     cover = later_cover(floor)
     checks: dict[str, set] = {}
@@ -70,8 +72,8 @@ def test_the_later_calls_run_on_a_cover_of_the_floor_on_the_interpreter(monkeypa
     later = {"repeatable", "no_grad", "fresh_inputs", "changed_input"}
     assert all(later <= checks[c] for c in cover) and not any(later & checks[c] for c in set(checks) - cover)
     monkeypatch.setenv("HARNESS_LATER_CALLS", "all")  # every case, as on CUDA
-    records = run_suite(spec, entry, backend="interpreter", device="cpu", seed=0, max_examples=0, only_case=None)
+    records = run_suite(spec, entry, floor_only, device="cpu")
     assert {r.case_id for r in records if r.check == "fresh_inputs"} == {c.id for c in floor}
     monkeypatch.setenv("HARNESS_LATER_CALLS", "most")
     with pytest.raises(Exception, match="HARNESS_LATER_CALLS='most': say 'cover'"):
-        run_suite(spec, entry, backend="interpreter", device="cpu", seed=0, max_examples=0)
+        run_suite(spec, entry, floor_only, device="cpu")

@@ -3,6 +3,8 @@ trains with another RMSNorm (call counts), a save/reload that loses weights, pat
 
 import json
 
+import torch
+
 from harness.cli import main
 from harness.incremental import key as keys
 from harness.registry.registry import REGISTRY, load_project_kernels
@@ -41,6 +43,56 @@ def test_kernel_path_that_bypasses_the_kernel_fails_the_call_count(device, monke
     assert not report["passed"]
     assert not conds["calls"]["passed"] and "ran 0 forwards and 0 backwards" in conds["calls"]["detail"]
     assert conds["final_mse"]["passed"]  # the numbers alone would not have caught it
+
+
+class _ScaledGradient(torch.autograd.Function):
+    """Identity forward; the backward scales the upstream gradient by 1 + 1e-5."""
+
+    @staticmethod
+    def forward(ctx, y):
+        return y.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (1 + 1e-5)
+
+
+def test_a_forward_off_by_1e_5_fails_initial_output(device):
+    # targets: a precision bug of about 170 fp32 roundings in the norm's output, which a fixed
+    # fp32 table (1e-5 + 1e-4 |y|) let through: the predictions move by a few 1e-6
+    fn = _project_rmsnorm()
+    report = training.run(TINY, device, lambda x, g, eps: fn(x, g, eps) * (1 + 1e-5))
+    conds = _conditions(report)
+    assert not conds["initial_output"]["passed"] and not conds["initial_gradient"]["passed"]
+    assert "oracle path" in conds["initial_output"]["detail"] and conds["final_mse"]["passed"]
+
+
+def test_a_backward_off_by_1e_5_fails_initial_gradient_only(device):
+    # targets: a wrong backward whose forward is right (the predictions agree exactly)
+    fn = _project_rmsnorm()
+    report = training.run(TINY, device, lambda x, g, eps: _ScaledGradient.apply(fn(x, g, eps)))
+    conds = _conditions(report)
+    assert conds["initial_output"]["passed"] and not conds["initial_gradient"]["passed"]
+
+
+def test_the_network_oracle_is_the_float64_network_and_its_allowance_covers_fp32_torch(device):
+    # targets: an error model that fails fp32 torch on the network (the terms of a sum that
+    # cancels left out), or an oracle that is not the network
+    torch.manual_seed(0)
+    model = training.build_model(TINY, training.TorchRMSNorm).to(device)
+    data = training.synthetic_data(TINY, device)
+    net = training._network()
+    xb, yb = data.train[0][: TINY.batch], data.train[1][: TINY.batch]
+    expected = net.oracle(model, xb, yb)
+    w1, b1, gamma, w2, b2 = (p.detach().double() for p in model.parameters())
+    h = xb.double() @ w1.T + b1
+    pred = torch.nn.functional.silu(h * torch.rsqrt(h.square().mean(-1, keepdim=True) + training.EPS) * gamma) @ w2.T + b2
+    assert torch.allclose(expected[net.prediction], pred, rtol=1e-12, atol=0)
+    torch.nn.functional.mse_loss(model(xb), yb).backward()
+    for name, p in model.named_parameters():
+        judged = net.compare(net.gradient(name), p.grad, expected)
+        assert judged.passed and judged.err_ratio < 0.5, (name, judged.message)
+    assert net.compare(net.prediction, model(xb).detach(), expected).passed
 
 
 def test_data_splits_are_disjoint_and_sized(device):

@@ -4,12 +4,17 @@ side of the JSON boundary only (outside tools read these names); a field written
 does not name; a reader that recomputes what a record amounts to in its own words."""
 
 import dataclasses
+import json
 
+import pytest
+
+from harness.cli import main
 from harness.mutation.outcome import Outcome
 from harness.registry.registry import Contract, KernelEntry
-from reports import html, merge, verify_report
+from reports import html, merge, summary_md, verify_report
 from vocabulary import Status
-from vocabulary.records import CaseRecord, CaseStatus, KernelSummary, MutantRecord, case_status
+from vocabulary.records import (CaseRecord, CaseStatus, KernelSummary, MutantRecord, case_status, kernel_summaries,
+                                kernel_summary_from_json)
 
 # the contract: these names, in this order, are what verify.json and mutation.json hold
 CASE_FIELDS = [
@@ -58,6 +63,24 @@ def test_a_kernel_summary_writes_only_fields_the_schema_names():
         seconds=1.0, worker_seconds=1.0, shards=1, harness_error=None, reused={"key": "x", "saved_at": "now"})
     assert set(summary) <= set(KernelSummary.__annotations__), set(summary) - set(KernelSummary.__annotations__)
     assert summary["verdict"] == "pass"
+
+
+def test_reports_read_kernel_summaries_through_the_schema_and_a_renamed_field_fails_there(tmp_path, capsys):
+    # targets: a field renamed by the writer that every reader takes for absent (k.get(...) is None)
+    summary = verify_report.kernel_summary("rmsnorm", "k", [_record()], value_checks=["forward"])
+    report = verify_report.build({"backend": "interpreter", "device": "cpu", "seed": 0}, [summary], [_record()])
+    assert kernel_summaries(report) == [summary]
+    renamed = {("worst_ratio" if k == "worst_err_ratio" else k): v for k, v in summary.items()}
+    with pytest.raises(ValueError, match="kernel rmsnorm/k: unknown field.s. worst_ratio"):
+        kernel_summaries({"kernels": [renamed]})
+    with pytest.raises(ValueError, match="missing field.s. passed"):
+        kernel_summary_from_json({k: v for k, v in summary.items() if k != "passed"})
+    with pytest.raises(ValueError, match="worst_ratio"):  # a renderer reads through it too
+        summary_md.render({**report, "kernels": [renamed]}, None, {})
+    (tmp_path / "verify.json").write_text(json.dumps({**report, "kernels": [renamed]}))
+    assert main(["report", "--report-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown field(s) worst_ratio" in err and len(err.splitlines()) == 1
 
 
 def _entry(**meta) -> KernelEntry:

@@ -5,7 +5,8 @@ take them from here, so that a field is spelled once.
 
 - :class:`CaseRecord`: one check on one case (``cases`` of verify.json).
 - :class:`KernelSummary`: one kernel's verdict and counts (``kernels`` of verify.json), computed
-  from its case records by reports.verify_report.kernel_summary.
+  from its case records by reports.verify_report.kernel_summary; reports read them back through
+  ``kernel_summaries`` (``kernel_summary_from_json``).
 - :class:`MutantRecord`: one mutant's outcome (``mutants`` of mutation.json).
 - :class:`CaseStatus`: what a case record amounts to for a check (a kernel summary's ``checks``
   counts them).
@@ -147,6 +148,29 @@ class KernelSummary(TypedDict, total=False):
     shards: int
     harness_error: str | None  # the judge's own code raised (verdict ``error``): what it said
     reused: dict  # a verdict reused from the incremental store: its key and when it was saved
+
+
+KERNEL_SUMMARY_REQUIRED = ("op", "name", "passed", "cases", "failed")  # kernel_summary always writes them
+
+
+def kernel_summary_from_json(data: dict[str, Any]) -> KernelSummary:
+    """A kernel's entry of verify.json as the typed view the reports read: the one place that
+    checks the JSON against ``KernelSummary``, so that a field renamed on one side of the
+    boundary fails here, by name, instead of reading as absent wherever it is used."""
+    unknown = sorted(set(data) - set(KernelSummary.__annotations__))
+    missing = [name for name in KERNEL_SUMMARY_REQUIRED if name not in data]
+    if unknown or missing:
+        who = f"{data.get('op', '?')}/{data.get('name', '?')}"
+        said = "; ".join(filter(None, (f"unknown field(s) {', '.join(unknown)}" if unknown else "",
+                                       f"missing field(s) {', '.join(missing)}" if missing else "")))
+        raise ValueError(f"verify.json: kernel {who}: {said}: not a vocabulary.records.KernelSummary "
+                         "(a report written by another version of the harness? run verify again)")
+    return KernelSummary(**data)
+
+
+def kernel_summaries(report: dict[str, Any]) -> list[KernelSummary]:
+    """The ``kernels`` of a verify report (verify.json), each read through kernel_summary_from_json."""
+    return [kernel_summary_from_json(k) for k in report.get("kernels", [])]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.cli import common
 from harness.errors import UsageError
+from vocabulary.records import kernel_summaries
 from reports import jsonio
 
 NAME = "report"
@@ -48,6 +49,10 @@ def load(directory: str | Path) -> tuple[dict | None, dict | None, dict[str, dic
     if verify is None and mutation is None:
         raise UsageError(f"no verify.json or mutation.json in {folder}; run `python -m harness verify "
                          f"--report-dir {folder}` (or mutate) first")
+    try:
+        kernel_summaries(verify or {})  # the one reading of the kernels through their schema: a clear word, early
+    except ValueError as exc:
+        raise UsageError(f"{folder / 'verify.json'}: {exc}") from None
     extras = {label: data for name, label in EXTRAS.items() if (data := _read(folder / name)) is not None}
     for path in sorted(folder.glob("bench_*.json")):
         data = _read(path)

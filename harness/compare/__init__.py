@@ -1,1 +1,1 @@
-"""Step 4, compare: allclose with diagnostics against the oracle, and the tolerance table it reads."""
+"""Step 4, compare: allclose with diagnostics against the oracle, within the one error model (rounding, tolerances)."""

@@ -15,7 +15,6 @@ import torch
 
 from harness.compare import message
 from harness.compare.measure import measure, measure_exact
-from harness.compare.tolerances import ErrorModel
 
 
 @dataclasses.dataclass
@@ -43,7 +42,6 @@ def compare(
     rtol: float,
     magnitude: torch.Tensor | None = None,
     terms_rtol: float = 0.0,
-    model: ErrorModel = ErrorModel.TABLE,
     in_dtype: torch.dtype | None = None,
     nan_ok: torch.Tensor | None = None,
     limit: torch.Tensor | None = None,
@@ -57,12 +55,12 @@ def compare(
     (harness.compare.nonfinite)."""
     try:
         return _compare(actual, expected, atol=atol, rtol=rtol, magnitude=magnitude, terms_rtol=terms_rtol,
-                        model=model, in_dtype=in_dtype or expected.dtype, nan_ok=nan_ok, limit=limit)
+                        in_dtype=in_dtype or expected.dtype, nan_ok=nan_ok, limit=limit)
     except Exception as exc:  # a record, never an exception: a broken output is a failed check
         return Comparison(False, atol, rtol, message=message.comparison_failed(exc))
 
 
-def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rtol: float, model: ErrorModel,
+def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rtol: float,
              in_dtype: torch.dtype, nan_ok=None, limit=None) -> Comparison:
     if not isinstance(actual, torch.Tensor):
         return Comparison(False, atol, rtol, message=message.not_a_tensor(actual))
@@ -74,10 +72,10 @@ def _compare(actual, expected, *, atol: float, rtol: float, magnitude, terms_rto
         m = measure_exact(actual, expected)
         return Comparison(m.passed, atol, rtol, m.max_abs_err, m.max_rel_err, m.err_ratio, m.mismatched, m.numel,
                           None if m.passed else m.worst_index, 0, message.describe_exact(m, expected.dtype))
-    m = measure(actual, expected, atol=atol, rtol=rtol, magnitude=magnitude, terms_rtol=terms_rtol, model=model,
+    m = measure(actual, expected, atol=atol, rtol=rtol, magnitude=magnitude, terms_rtol=terms_rtol,
                 in_dtype=in_dtype, nan_ok=nan_ok, limit=limit)
     text = message.describe(m, atol=atol, rtol=rtol, terms_rtol=terms_rtol, with_magnitude=magnitude is not None,
-                            model=model, in_dtype=in_dtype)
+                            in_dtype=in_dtype)
     return Comparison(m.passed, atol, rtol, m.max_abs_err, m.max_rel_err, m.err_ratio, m.mismatched, m.numel,
                       m.worst_index, m.nonfinite_mismatched, text, m.rounding_units)
 

@@ -3,14 +3,10 @@ no words (harness.compare.message describes them, harness.compare.allclose joins
 
 Allowed error per element: ``atol + rtol * |expected| + terms_rtol * magnitude``; an integer or
 bool ``expected`` (argmax's indices) allows none: any element that differs fails (``measure_exact``).
-``magnitude`` is optional and comes from the oracle: the size of the terms a formula
-subtracts or sums (for RMSNorm's dx, |r*u| + |x*r^3*mean(u*x)|). Where those terms cancel,
-no fp32 kernel can be closer to the result than a few fp32 ulps *of the terms*, so
-``terms_rtol`` (fp32-sized, see harness.compare.tolerances) is applied to them on top of the output
-dtype's own rounding allowance; without a magnitude the rule is torch.allclose's.
-With ``ErrorModel.ROUNDING`` (declared ops) the magnitude is instead the rounding allowance of
-harness.compare.rounding: the float64 reference's spread when its inputs are rounded to the
-input dtype, plus fp32 roundings of the terms.
+``magnitude`` comes from the oracle: the rounding allowance of harness.compare.rounding (the
+float64 reference's spread when its inputs are rounded to the input dtype, plus fp32 roundings of
+the terms a formula sums or cancels), added as is (``terms_rtol`` 1); without it the rule is
+torch.allclose's.
 
 Non-finite values must sit exactly where the expected tensor has them (NaN where NaN, +inf where
 +inf, -inf where -inf), except that an inf of the right sign passes where the allowed error
@@ -18,9 +14,8 @@ reaches past the dtype's largest finite value, and a finite value of the right s
 expected inf (a reference that overflowed the output dtype) where the allowed error reaches down
 to it from that largest value.
 
-A failure also measures how far the worst element is in units of the dtype's rounding of the
-terms involved (``rounding_units``): with ``ErrorModel.ROUNDING`` that is |err| / allowed;
-otherwise |err| / (u * terms), u the dtype's unit roundoff and terms the magnitude (or |expected|).
+A failure also says how far the worst element is in units of the allowed rounding of its terms
+(``rounding_units``): |err| / allowed, None where it is not finite.
 """
 
 from __future__ import annotations
@@ -30,8 +25,6 @@ import math
 
 import torch
 
-from harness.compare.rounding import UNIT_ROUNDOFF
-from harness.compare.tolerances import ErrorModel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +49,7 @@ class Measurement:
 
 
 def measure(actual: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: float, magnitude, terms_rtol: float,
-            model: ErrorModel, in_dtype: torch.dtype, nan_ok=None, limit=None) -> Measurement:
+            in_dtype: torch.dtype, nan_ok=None, limit=None) -> Measurement:
     """The statistics of ``actual`` against ``expected`` (same shape, at least one element);
     the arguments are harness.compare.allclose.compare's."""
     # on the oracle's device: a GPU compares large outputs in float64 far faster than a host copy
@@ -96,7 +89,7 @@ def measure(actual: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: 
     worst = [int(i) for i in torch.unravel_index(torch.tensor(flat, device="cpu"), tuple(e.shape))] if e.dim() else []
     mismatched = int(bad.sum().item())
     err_ratio = float(ratio.max().item())
-    units = None if mismatched == 0 else _rounding_units(flat, diff, e, magnitude, err_ratio, model, in_dtype)
+    units = err_ratio if mismatched and math.isfinite(err_ratio) else None
     return Measurement(
         numel=e.numel(), mismatched=mismatched, nonfinite_mismatched=int(nonfinite_bad.sum().item()),
         max_abs_err=float(diff.max().item()), max_rel_err=float(rel.max().item()), err_ratio=err_ratio,
@@ -129,22 +122,6 @@ def _may_overflow(dtype: torch.dtype, a, e, e_finite, allowed) -> torch.Tensor:
         return torch.zeros_like(e_finite)
     big = float(torch.finfo(dtype).max)
     return e_finite & torch.isinf(a) & (torch.sign(a) == torch.sign(e)) & (e.abs() + allowed >= big)
-
-
-def _rounding_units(flat: int, diff, e, magnitude, err_ratio: float, model: ErrorModel,
-                    dtype: torch.dtype) -> float | None:
-    """The worst element's error in units of the dtype's rounding of its terms (None: non-finite)."""
-    if not math.isfinite(err_ratio):
-        return None
-    if model == ErrorModel.ROUNDING:
-        return err_ratio
-    u = UNIT_ROUNDOFF.get(dtype, 2.0**-24)
-    terms = e.abs().reshape(-1)[flat]
-    if magnitude is not None:
-        terms = torch.maximum(terms, magnitude.detach().to(e.device, torch.float64).expand_as(e).reshape(-1)[flat])
-    scale = u * float(terms)
-    err = float(diff.reshape(-1)[flat])
-    return err / scale if scale > 0 else math.inf
 
 
 def measure_exact(actual: torch.Tensor, expected: torch.Tensor) -> Measurement:

@@ -14,7 +14,6 @@ import math
 import torch
 
 from harness.compare.measure import Measurement
-from harness.compare.tolerances import ErrorModel
 from vocabulary.records import PRECISION_UNITS
 
 EMPTY = "empty tensors"
@@ -33,19 +32,19 @@ def comparison_failed(exc: Exception) -> str:
 
 
 def describe(m: Measurement, *, atol: float, rtol: float, terms_rtol: float, with_magnitude: bool,
-             model: ErrorModel, in_dtype: torch.dtype) -> str:
+             in_dtype: torch.dtype) -> str:
     """One line for a pass; for a failure, torch.testing's lines and the rounding units."""
     if m.passed:
         return f"max abs {_fmt(m.max_abs_err)}, max rel {_fmt(m.max_rel_err)}, {_fmt(m.err_ratio)} of the allowed error"
     lines = [f"Mismatched elements: {m.mismatched} / {m.numel} ({100.0 * m.mismatched / m.numel:.1f}%)"]
     if m.rounding_units is not None:
-        lines.append(_units_line(m.rounding_units, model, in_dtype))
+        lines.append(_units_line(m.rounding_units, in_dtype))
     if m.nonfinite_mismatched:
         lines.append(f"Non-finite mismatches: {m.nonfinite_mismatched} (NaN/Inf where the oracle has none, or the reverse)")
     lines.append(
         f"Worst element at index {tuple(m.worst_index)}: got {m.worst_actual:.6g}, expected {m.worst_expected:.6g} "
         f"(allowed {m.worst_allowed:.3g} = {atol:g} + {rtol:g} * |expected|"
-        f"{f' + {terms_rtol:g} * {_terms_label(model)}' if with_magnitude else ''})"
+        f"{f' + {terms_rtol:g} * rounding allowance' if with_magnitude else ''})"
     )
     lines.append(f"Greatest absolute difference: {_fmt(m.max_abs_err)} (up to {atol:g} allowed)")
     lines.append(f"Greatest relative difference: {_fmt(m.max_rel_err)} (up to {rtol:g} allowed)")
@@ -65,17 +64,10 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _terms_label(model: ErrorModel) -> str:
-    return "rounding allowance" if model == ErrorModel.ROUNDING else "term magnitude"
-
-
-def _units_line(units: float, model: ErrorModel, dtype: torch.dtype) -> str:
+def _units_line(units: float, dtype: torch.dtype) -> str:
     name = str(dtype).removeprefix("torch.")
-    if model == ErrorModel.ROUNDING:
-        what = (f"the allowed rounding of the terms (the reference's spread when its inputs are rounded to {name}, "
-                "plus fp32 roundings of the terms and one ulp of the output)")
-    else:
-        what = f"the {name} rounding of the terms (unit roundoff x the term magnitude, or x |expected|)"
+    what = (f"the allowed rounding of the terms (the reference's spread when its inputs are rounded to {name}, "
+            "plus fp32 roundings of the terms and one ulp of the output)")
     if not math.isfinite(units):
         return f"Error = {units} x {what}: the terms are 0 there, so any error is a logic error"
     precision = units <= PRECISION_UNITS

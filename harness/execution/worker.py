@@ -107,7 +107,7 @@ def _called_in_the_judge(*args, **kwargs):
 def run_job(job: dict, index: int, out: _Out, be, process) -> None:
     from harness.cases.case import Case
     from harness.run.kernel_process import ProcessHost
-    from harness.run.suite import run_suite
+    from harness.run.suite import SuitePlan, run_suite
 
     process.start_ahead()  # its start-up (torch, the plugins) alongside the op's declaration here
     spec = _op_spec(job)
@@ -122,18 +122,15 @@ def run_job(job: dict, index: int, out: _Out, be, process) -> None:
             out.emit(WireEvent.RECORD, job=index, record=r.to_dict())
         out.emit(WireEvent.CASE_DONE, job=index, case_id=run.case.id, passed=run.passed)
 
+    plan = SuitePlan(backend=be.name, seed=job["seed"], max_examples=job["max_examples"],
+                     only_case=Case.parse(job["case"]) if job.get("case") else None,
+                     stop_at_first_failure=job["stop_at_first_failure"], shard=(job.get("shard", 0), job.get("shards", 1)),
+                     floor_first=tuple(job.get("floor_first", ())), known_passed=frozenset(job.get("known_passed", ())))
     run_suite(
         spec,
         entry,
-        backend=be.name,
+        plan,
         device=be.device,
-        seed=job["seed"],
-        max_examples=job["max_examples"],
-        only_case=Case.parse(job["case"]) if job.get("case") else None,
-        stop_at_first_failure=job["stop_at_first_failure"],
-        shard=(job.get("shard", 0), job.get("shards", 1)),
-        floor_first=tuple(job.get("floor_first", ())),
-        known_passed=frozenset(job.get("known_passed", ())),
         progress=progress,
         on_start=on_start,
         host=ProcessHost(process),

@@ -27,7 +27,7 @@ def values(
     if limit is not None and limit.dtype != dtype:
         limit = limit.to(dtype)
     return compare(actual, expected, atol=tol.atol, rtol=tol.rtol, magnitude=magnitude, terms_rtol=tol.terms_rtol,
-                   model=tol.model, in_dtype=dtype, nan_ok=nan_ok, limit=limit)
+                   in_dtype=dtype, nan_ok=nan_ok, limit=limit)
 
 
 class Snapshot:

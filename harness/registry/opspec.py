@@ -28,7 +28,7 @@ class OpInputs:
     # gradient of the loss with respect to the output; a tuple, one per output, for an op of several
     # outputs (OpSpec.output_checks)
     upstream: torch.Tensor | tuple[torch.Tensor, ...] | None
-    dtype: torch.dtype  # dtype the tolerance table is read for
+    dtype: torch.dtype  # the input dtype, whose rounding the error model counts in
     layout: str
 
 

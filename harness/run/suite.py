@@ -83,8 +83,17 @@ class _JobOver(BaseException):
 
 @dataclasses.dataclass(frozen=True)
 class SuitePlan:
-    """Which cases one suite runs, and how far: what ``run_suite``'s keywords say, handed as one
-    value to the steps that draw the floor and the generated cases."""
+    """Which cases one suite runs, and how far: the settings a run's jobs share (backend, seed,
+    generated-case count, one case, stop at the first failure: harness.execution.run_settings)
+    and the job's own (its shard, floor order, cases already passed), as one value.
+
+    ``floor_first``: ids of floor cases to run before the rest of the floor (the campaign puts the
+    cases that killed a mutant last time first). Only the order changes: ids that are not floor
+    cases of this backend are ignored, so the suite and its verdict stay the same.
+    ``known_passed``: case ids that a current verify verdict of this very kernel passed (the
+    campaign's sanity step, harness.incremental.plan.verified_cases): they are not run again and
+    leave no record; the suite's other cases run as before. ``quick``: the floor's ``quick_cover``
+    only, and no generated case."""
 
     backend: str
     seed: int
@@ -93,9 +102,14 @@ class SuitePlan:
     stop_at_first_failure: bool = False
     shard: tuple[int, int] = (0, 1)
     floor_first: Sequence[str] = ()
-    cheap_first: bool = False  # a mutant's floor: the cheap checks of every case before the later calls
+    cheap_first: bool = False  # a mutant's floor: the cheap checks of every case before the later calls (run_suite sets it)
     known_passed: frozenset[str] = frozenset()  # cases a current verify verdict passed: not run again
     quick: bool = False  # the floor's smallest case of each dtype and layout only (quick_cover)
+
+    def __post_init__(self) -> None:
+        index, count = self.shard
+        if not 0 <= index < count:
+            raise ValueError(f"shard {index} of {count} does not exist")
 
     def mine(self, case: Case) -> bool:
         """Whether a generated case belongs to this shard."""
@@ -157,39 +171,23 @@ def quick_cover(floor: Sequence[Case]) -> frozenset[str]:
 def run_suite(
     spec: OpSpec,
     entry: KernelEntry,
+    plan: SuitePlan,
     *,
-    backend: str,
     device: str,
-    seed: int,
-    max_examples: int,
-    only_case: Case | None = None,
-    stop_at_first_failure: bool = False,
     progress: Progress | None = None,
     on_start: Callable[[Case], None] | None = None,
-    shard: tuple[int, int] = (0, 1),
-    floor_first: Sequence[str] = (),
-    known_passed: frozenset[str] = frozenset(),
     host=None,
     base_host=None,
-    quick: bool = False,
 ) -> list[CaseRecord]:
-    """``floor_first``: ids of floor cases to run before the rest of the floor (the campaign
-    puts the cases that killed a mutant last time first). Only the order changes: ids that are
-    not floor cases of this backend are ignored, so the suite and its verdict stay the same.
-    ``host``: how the kernel is called (harness.run.kernel_host; default: in this process). A
-    case whose kernel process hung, or was lost once too often, ends the suite there.
-    ``known_passed``: case ids that a current verify verdict of this very kernel passed (the
-    campaign's sanity step, harness.incremental.plan.verified_cases): they are not run again and
-    leave no record; the suite's other cases run as before. ``quick``: the floor's ``quick_cover``
-    only, and no generated case."""
+    """The records of ``entry`` on the cases ``plan`` chooses of ``spec``, on ``device``.
+    ``host``: how the kernel is called (harness.run.kernel_host; default: in this process);
+    ``base_host``: the paired base kernel of verify --baseline. A case whose kernel process hung,
+    or was lost once too often, ends the suite there. ``progress``/``on_start``: called with each
+    case's run, and with each case before it runs."""
     records: list[CaseRecord] = []
-    index, count = shard
-    if not 0 <= index < count:
-        raise ValueError(f"shard {index} of {count} does not exist")
-    plan = SuitePlan(backend=backend, seed=seed, max_examples=max_examples, only_case=only_case,
-                     stop_at_first_failure=stop_at_first_failure, shard=shard, floor_first=floor_first,
-                     cheap_first=stop_at_first_failure and entry.kind is EntryKind.MUTANT, known_passed=known_passed,
-                     quick=quick)
+    backend = plan.backend
+    # a mutant's floor: the cheap checks of every case first, since it stops at its first failure
+    plan = dataclasses.replace(plan, cheap_first=plan.stop_at_first_failure and entry.kind is EntryKind.MUTANT)
 
     def one(case: Case, phase: Phase, later: bool = True) -> CaseRun | Inconclusive:
         if on_start:

@@ -8,8 +8,9 @@ request). Both are trained with Adam
 for the same steps on the same batches of a synthetic data set (train/validation/test splits
 drawn from one seeded teacher network). What is checked, each a named condition:
 
-- initial_output:   both paths give the same predictions before training (fp32 tolerance)
-- initial_gradient: the same parameter gradients on the first batch (fp32 tolerance)
+- initial_output:   both paths give the same predictions before training: each within the
+                    ops' error model of the float64 network (harness.workflows.network)
+- initial_gradient: the same parameter gradients on the first batch, judged the same way
 - learned:          the kernel path's test MSE went down
 - final_mse:        both paths end with the same test MSE (relative difference <= 1e-3)
 - reload:           the kernel path's weights, saved and loaded into a fresh network,
@@ -32,8 +33,7 @@ from typing import Callable
 
 import torch
 
-from harness.compare import tolerances
-from harness.compare.allclose import compare
+from harness.workflows.network import Network
 from vocabulary import Backend
 
 EPS = 1e-6
@@ -156,8 +156,17 @@ def _max_abs(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.detach().double() - b.detach().double()).abs().max())
 
 
-def _within(actual: torch.Tensor, expected: torch.Tensor, tol: tolerances.Tolerance) -> bool:
-    return compare(actual.detach(), expected.detach(), atol=tol.atol, rtol=tol.rtol).passed
+def _network() -> Network:
+    """The network as a declared op, built on the registered rmsnorm op's declaration."""
+    from harness.registry.registry import REGISTRY, load_builtin_ops
+
+    load_builtin_ops()
+    return Network(REGISTRY.op("rmsnorm").decl, EPS)
+
+
+def _worst(ratios: dict[str, float]) -> str:
+    """The largest |error| / allowed of each path, as the detail of a condition says it."""
+    return ", ".join(f"{path} path {ratio:.3g}" for path, ratio in ratios.items())
 
 
 @torch.no_grad()
@@ -216,31 +225,39 @@ def run(cfg: Config, device: str, kernel_fn: Callable, *, workdir: str | None = 
 
 
 def _check_initial(models: _Models, cfg: Config, data: Splits) -> dict:
-    """Same predictions and same first-batch gradients before any step."""
-    tol = tolerances.for_dtype(torch.float32)
+    """Same predictions and same first-batch gradients before any step: each path's within the
+    ops' error model of the float64 network (harness.workflows.network) at the shared weights."""
+    net = _network()
     oracle, kernel = models.oracle, models.kernel
     same_init = all(torch.equal(a, b) for a, b in zip(oracle.state_dict().values(), kernel.state_dict().values()))
-    xt = data.test[0]
+    xt, yt = data.test
     with torch.no_grad():
         out_o, out_k = oracle(xt), kernel(xt)
+    expected = net.oracle(kernel, xt, yt)
+    judged = {path: net.compare(net.prediction, out, expected) for path, out in (("oracle", out_o), ("kernel", out_k))}
     init_out = _max_abs(out_k, out_o)
     models.conditions.append(Condition(
-        "initial_output", same_init and _within(out_k, out_o, tol),
-        f"max |kernel - oracle| = {init_out:.3g} on {xt.shape[0]} test rows "
-        f"(fp32 allows {tol.atol:g} + {tol.rtol:g}*|oracle|); identical initial weights: {same_init}",
+        "initial_output", same_init and all(c.passed for c in judged.values()),
+        f"max |kernel - oracle| = {init_out:.3g} on {xt.shape[0]} test rows; |error| / allowed against the float64 "
+        f"network (the ops' error model): {_worst({p: c.err_ratio for p, c in judged.items()})}; "
+        f"identical initial weights: {same_init}",
     ))
     xb, yb = data.train[0][: cfg.batch], data.train[1][: cfg.batch]
+    expected = net.oracle(kernel, xb, yb)
     grads = []
     for model in (oracle, kernel):
         model.zero_grad(set_to_none=True)
         torch.nn.functional.mse_loss(model(xb), yb).backward()
         grads.append({n: p.grad.detach().clone() for n, p in model.named_parameters()})
         model.zero_grad(set_to_none=True)
+    judged = {path: {n: net.compare(net.gradient(n), g[n], expected) for n in g} for path, g in zip(("oracle", "kernel"), grads)}
     init_grad = max(_max_abs(grads[1][n], grads[0][n]) for n in grads[0])
-    worst = max(grads[0], key=lambda n: _max_abs(grads[1][n], grads[0][n]))
+    worst = max(judged["kernel"], key=lambda n: judged["kernel"][n].err_ratio)
     models.conditions.append(Condition(
-        "initial_gradient", all(_within(grads[1][n], grads[0][n], tol) for n in grads[0]),
-        f"max |kernel - oracle| over all parameter gradients = {init_grad:.3g} (worst: {worst})",
+        "initial_gradient", all(c.passed for path in judged.values() for c in path.values()),
+        f"max |kernel - oracle| over all parameter gradients = {init_grad:.3g}; |error| / allowed against the "
+        f"float64 network: {_worst({p: max(c.err_ratio for c in cs.values()) for p, cs in judged.items()})} "
+        f"(worst on the kernel path: {worst})",
     ))
     return {"initial_output_max_abs_diff": init_out, "initial_gradient_max_abs_diff": init_grad}
 

@@ -78,12 +78,11 @@ def tolerance(op, check: str, case: Case, dtype: torch.dtype) -> Tolerance:
     is the allowance for the inputs' rounding and the fp32 arithmetic, added as is; an
     integer or bool output (argmax's indices) has none."""
     if not (dtype.is_floating_point or dtype.is_complex):
-        return Tolerance(0.0, 0.0, why="an integer or bool output, compared exactly", terms_rtol=0.0,
-                         model="rounding")
+        return Tolerance(0.0, 0.0, why="an integer or bool output, compared exactly", terms_rtol=0.0)
     return Tolerance(
         rounding.output_atol(dtype), rounding.output_rtol(dtype),
         why="rounding spread of the float64 reference (harness.compare.rounding)",
-        terms_rtol=1.0, model="rounding",
+        terms_rtol=1.0,
     )
 
 
