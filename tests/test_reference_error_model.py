@@ -428,10 +428,11 @@ def test_a_softmax_over_a_convolutions_channels_is_bounded_by_each_logits_roundi
     compete at an element (p = 0.2 and 0.8, say), the convolution rounds each at its terms, and
     p moves with the difference of the two roundings (slopes +p(1 - p) and -p(1 - p)). Moved with
     one random sign per element, the two logits moved alike in half the samples and cancelled
-    (the terms at such elements were 0.05 of one rounding, fp32's error 1.5-4.7); each channel is
-    moved in a run of its own now. The reference itself in fp32 passes on every seed, at 1e4 and
-    at 1; a softmax over the wrong dim, an exp of fp16 precision, and an output off by 1e-3 of
-    its magnitude fail."""
+    (KernelBench level 2's ConvTranspose2d-Softmax-BiasAdd-Scaling-Sigmoid: 0.045 u at an element
+    where opposite signs give 44 u, fp32's error 65.7 u), and the reference failed on each seed at
+    1e4; each channel is moved in a run of its own now. The reference itself in fp32 passes on
+    every seed, at 1e4 and at 1; a softmax over the wrong dim, an exp of fp16 precision, and an
+    output off by 1e-3 of its magnitude fail."""
     op, model = _conv_softmax_op()
     model32 = copy.deepcopy(model).float()
 
@@ -451,7 +452,7 @@ def test_a_softmax_over_a_convolutions_channels_is_bounded_by_each_logits_roundi
         y[0, 3, 4, 4] += 1e-3 * y.abs().max()
         return y
 
-    huge = _conv_softmax_inputs(range(12), 1e4)
+    huge = _conv_softmax_inputs(range(8), 1e4)
     normal = _conv_softmax_inputs(range(100, 104), 1.0)
     with torch.no_grad():
         assert all(_judged(op, (x,), identity(x).double())[0] for x in huge + normal)
