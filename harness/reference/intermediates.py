@@ -11,7 +11,7 @@ absolute values, so a sum that cancels reaches the steps after it with its terms
 its result's: a convolution's small output through a GELU or a sigmoid), one step at a time, through torch's own decompositions (log_softmax is amax,
 sub, exp, sum, log, sub; SDPA a matmul, a softmax and a matmul), and per output element
 
-    terms = sum over steps of max over COPIES of |ref(that step rounded) - ref| / u
+    terms = sum over steps of sqrt(sum over groups g of (max over copies of |ref(step's g rounded) - ref|)^2) / u
 
 the size of the terms whose roundings reach that element, summed over steps as the input
 spread sums over tensors (two steps moved together can cancel). Within a step, the elements an
@@ -128,6 +128,13 @@ class _Rounding(TorchDispatchMode):
         the elements of ``group`` where one is given."""
         if not (isinstance(t, torch.Tensor) and t.dtype == torch.float64):
             return t
+        if self.group is not None and self.group[0] == "at":  # a NaN reaches every output element that
+            at = self.group[1]                                  # depends on it, whatever the values
+            if len(at) != t.dim() or any(i >= n for i, n in zip(at, t.shape)):
+                return t
+            moved = t.clone()
+            moved[at] = float("nan")
+            return moved
         negative = torch.rand(t.shape, generator=self.gen, dtype=torch.float64) < 0.5
         sign = (1.0 - 2.0 * negative.to(torch.float64)).to(t.device)
         size = t.abs()
@@ -135,13 +142,6 @@ class _Rounding(TorchDispatchMode):
             size = torch.fmax(size, torch.where(torch.isfinite(sized), sized.abs(), torch.zeros_like(size)))
         if self.group is None:
             return t + self.u * sign * size
-        if self.group[0] == "at":  # a NaN reaches every output element that depends on it, whatever the values
-            at = self.group[1]
-            if len(at) != t.dim() or any(i >= n for i, n in zip(at, t.shape)):
-                return t
-            moved = t.clone()
-            moved[at] = float("nan")
-            return moved
         return t + self.u * sign * size * _lattice(t.shape, *self.group[1:]).to(t.device)
 
 
