@@ -388,3 +388,115 @@ def test_a_softmax_over_the_channels_passes_and_one_over_the_wrong_dim_fails():
     assert cases and _failed(op, _softmax_channels, op.floor_cases(backend="interpreter")) == {}
     for wrong in (wrong_dim, off):
         assert set(_failed(op, wrong, cases)) == {c.id for c in cases}, wrong.__name__
+
+
+class _ConvSoftmaxChannels(torch.nn.Module):
+    """A convolution, a softmax over its channels, a sigmoid, a scaling by 2 (KernelBench level 2's
+    ConvTranspose-Softmax-...-Sigmoid problems at a small size), its weights fp32 values; channel
+    1's weights those of channel 0 moved by 1e-4, so that their logits of inputs of 1e4 differ by
+    about 1 and compete at every element."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(4, 8, 3, padding=1)
+        with torch.no_grad():
+            w, b = self.conv.weight, self.conv.bias
+            w[1] = w[0] + 1e-4 * torch.randn(w[0].shape, generator=torch.Generator().manual_seed(1))
+            b[1] = b[0]
+
+    def forward(self, x):
+        return torch.sigmoid(torch.softmax(self.conv(x), 1)) * 2.0
+
+
+def _conv_softmax_op():
+    from harness.ops.reference import absolute
+
+    model = _ConvSoftmaxChannels().double()
+    op = harness.from_reference(model, (torch.randn(2, 4, 8, 8, dtype=torch.float64),), name="conv_softmax_channels_t",
+                                register=False, differentiable=False, dtypes=(torch.float32,),
+                                magnitude=absolute(model))
+    return op, model
+
+
+def _conv_softmax_inputs(seeds, scale: float) -> list[torch.Tensor]:
+    return [scale * torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(s)) for s in seeds]
+
+
+def test_a_softmax_over_a_convolutions_channels_is_bounded_by_each_logits_rounding():
+    """A softmax over the channels of a convolution of large inputs: two channels' logits of 1e4
+    compete at an element (p = 0.2 and 0.8, say), the convolution rounds each at its terms, and
+    p moves with the difference of the two roundings (slopes +p(1 - p) and -p(1 - p)). Moved with
+    one random sign per element, the two logits moved alike in half the samples and cancelled
+    (KernelBench level 2's ConvTranspose2d-Softmax-BiasAdd-Scaling-Sigmoid: 0.045 u at an element
+    where opposite signs give 44 u, fp32's error 65.7 u), and the reference failed on each seed at
+    1e4; each channel is moved in a run of its own now. The reference itself in fp32 passes on
+    every seed, at 1e4 and at 1; a softmax over the wrong dim, an exp of fp16 precision, and an
+    output off by 1e-3 of its magnitude fail."""
+    op, model = _conv_softmax_op()
+    model32 = copy.deepcopy(model).float()
+
+    def identity(x):
+        return model32(x)
+
+    def wrong_dim(x):
+        return torch.sigmoid(torch.softmax(model32.conv(x), -1)) * 2.0
+
+    def half_exp(x):  # the softmax's exp rounded to fp16's precision
+        z = model32.conv(x)
+        e = torch.exp(z - z.amax(1, keepdim=True)).half().float()
+        return torch.sigmoid(e / e.sum(1, keepdim=True)) * 2.0
+
+    def off(x):
+        y = identity(x).clone()
+        y[0, 3, 4, 4] += 1e-3 * y.abs().max()
+        return y
+
+    huge = _conv_softmax_inputs(range(8), 1e4)
+    normal = _conv_softmax_inputs(range(100, 104), 1.0)
+    with torch.no_grad():
+        assert all(_judged(op, (x,), identity(x).double())[0] for x in huge + normal)
+        for wrong in (wrong_dim, off, half_exp):
+            assert not any(_judged(op, (x,), wrong(x).double())[0] for x in normal), wrong.__name__
+        assert not any(_judged(op, (x,), wrong_dim(x).double())[0] for x in huge)
+
+
+def test_a_steps_elements_are_moved_in_groups_one_per_element_an_output_element_depends_on():
+    """The footprint of a step (which output elements one of its elements reaches, probed with a
+    NaN): a softmax over 8 channels is moved in 8 groups, one channel each; a step followed by
+    pointwise steps only in one group. Where two channels' logits of 1e4 compete (their weights
+    nearly equal), one random sign per element moves both alike in half the samples and the
+    convolution's step shows nearly nothing; moved a channel at a time, it shows both roundings,
+    and fp32's own error is a few of them at most."""
+    from harness.reference import intermediates
+
+    op, model = _conv_softmax_op()
+    x = _conv_softmax_inputs([0], 1e4)[0].double()
+    u = U32
+    counter = intermediates._Rounding(u, None, None)
+    with torch.no_grad(), counter:
+        plain = model(x)
+    groups = [intermediates.groups_of(model, (x,), u, s, counter.shapes[s], plain) for s in range(counter.steps)]
+    assert groups[0] == ([("lattice", (1, 8, 1, 1), (0, c, 0, 0)) for c in range(8)], 1)  # the convolution
+    assert groups[-1] == ([("lattice", (1, 1, 1, 1), (0, 0, 0, 0))], 1)  # the scaling by 2
+    with torch.no_grad():
+        top2 = model.conv(x).topk(2, dim=1).indices
+        competing = ((top2[:, 0] + top2[:, 1]) == 1) & ((top2[:, 0] - top2[:, 1]).abs() == 1)  # channels 0 and 1
+        assert int(competing.sum()) >= 20
+        gen = torch.Generator().manual_seed(0)
+        sampled = torch.zeros_like(plain)
+        for _ in range(intermediates.COPIES):  # the convolution's step, one random sign per element
+            with intermediates._Rounding(u, 0, gen):
+                sampled = torch.maximum(sampled, (model(x) - plain).abs() / u)
+        grouped = torch.zeros_like(plain)
+        for g in groups[0][0]:
+            with intermediates._Rounding(u, 0, gen, g):
+                grouped = grouped + ((model(x) - plain) / u) ** 2
+        grouped = grouped.sqrt()
+        err = (copy.deepcopy(model).float()(x.float()).double() - plain).abs() / u
+    at = competing.unsqueeze(1).expand_as(plain).clone()
+    at[:, 2:] = False  # the two competing channels' outputs
+    assert bool((grouped[at] > 0.0).all())
+    assert bool((sampled[at] < 0.01 * grouped[at]).any())  # cancelled in the sample
+    terms = intermediates.terms(model, (x,), u)
+    assert float((err[at] / terms[at]).max()) < 4.0, float((err[at] / terms[at]).max())

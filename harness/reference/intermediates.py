@@ -11,10 +11,17 @@ absolute values, so a sum that cancels reaches the steps after it with its terms
 its result's: a convolution's small output through a GELU or a sigmoid), one step at a time, through torch's own decompositions (log_softmax is amax,
 sub, exp, sum, log, sub; SDPA a matmul, a softmax and a matmul), and per output element
 
-    terms = sum over steps of max over COPIES of |ref(that step rounded) - ref| / u
+    terms = sum over steps of sqrt(sum over groups g of (max over copies of |ref(step's g rounded) - ref|)^2) / u
 
 the size of the terms whose roundings reach that element, summed over steps as the input
-spread sums over tensors (two steps moved together can cancel). For a well-conditioned formula
+spread sums over tensors (two steps moved together can cancel). Within a step, the elements an
+output element depends on are moved in separate runs where few are (``groups``): a softmax over the
+channels depends on each channel's logit with slopes of opposite signs (+p_i(1 - p_i) for its own,
+-p_i p_j for another's), so one random sign per element moves two competing logits alike in half the
+copies and their roundings cancel in the sample, where fp32's own roundings of them do not. Each
+group's response is a random-sign sample as above, and the groups combine as a random walk does
+(the root of the sum of squares): a single element per output element in each group gives its own
+slope times its rounding, whatever the signs, and no two of them cancel. For a well-conditioned formula
 it is a few times |ref|; where the formula cancels, it is the terms. Steps that round nothing
 (a view, a copy, a max, a clamp, a selection) are not moved; the last step's rounding is the
 output's own, which the error model adds anyway.
@@ -32,6 +39,8 @@ pulled back by the case's upstream gradient are compared.
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Callable, Sequence
 
 import torch
@@ -41,6 +50,9 @@ from torch.utils._pytree import tree_map
 COPIES = 2
 MAX_STEPS = 24
 SEED = 2024
+MAX_GROUPS = 16  # runs per step where an output element depends on few of its elements (one group each)
+PARTIAL_GROUPS = 8  # groups per step where it depends on more: COPIES random-sign runs each
+PROBES = 3  # elements made NaN (the centre, then seeded random ones) before a step's footprint is taken as unknown
 
 # operators that round nothing: their result is one of their inputs' values, a view or a constant
 EXACT = frozenset({
@@ -74,9 +86,13 @@ class _Rounding(TorchDispatchMode):
     def _should_skip_dynamo(cls) -> bool:
         return False  # nothing here is compiled: skipping it would import torch._dynamo (seconds)
 
-    def __init__(self, u: float, moved: int | None, gen: torch.Generator | None) -> None:
+    def __init__(self, u: float, moved: int | None, gen: torch.Generator | None, group=None) -> None:
         super().__init__()
         self.u, self.moved, self.gen, self.steps = u, moved, gen, 0
+        # which elements of the moved step move: None (all), ("at", index) (one, made NaN: a probe of
+        # its footprint) or ("lattice", moduli, residues) (those whose index is residues modulo moduli)
+        self.group = group
+        self.shapes: list[tuple[int, ...] | None] = []  # per step, its output's shape (None: several outputs)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -97,6 +113,7 @@ class _Rounding(TorchDispatchMode):
         if not any(isinstance(t, torch.Tensor) and t.dtype == torch.float64 for t in (out if isinstance(out, (tuple, list)) else (out,))):
             return out  # a comparison, an index: nothing rounded
         step, self.steps = self.steps, self.steps + 1
+        self.shapes.append(tuple(out.shape) if isinstance(out, torch.Tensor) else None)
         if self.moved is None or step % MAX_STEPS != self.moved:
             return out
         sized = None if torch.Tag.pointwise in func.tags else _on_absolute(func, args, kwargs)
@@ -107,15 +124,34 @@ class _Rounding(TorchDispatchMode):
 
     def _round(self, t, sized=None):
         """``t`` moved by a rounding of relative size u, with a random sign per element: of |t|, or
-        of ``sized`` where larger (a sum's terms, the step run on its inputs' absolute values)."""
+        of ``sized`` where larger (a sum's terms, the step run on its inputs' absolute values); only
+        the elements of ``group`` where one is given."""
         if not (isinstance(t, torch.Tensor) and t.dtype == torch.float64):
             return t
+        if self.group is not None and self.group[0] == "at":  # a NaN reaches every output element that
+            at = self.group[1]                                  # depends on it, whatever the values
+            if len(at) != t.dim() or any(i >= n for i, n in zip(at, t.shape)):
+                return t
+            moved = t.clone()
+            moved[at] = float("nan")
+            return moved
         negative = torch.rand(t.shape, generator=self.gen, dtype=torch.float64) < 0.5
         sign = (1.0 - 2.0 * negative.to(torch.float64)).to(t.device)
         size = t.abs()
         if isinstance(sized, torch.Tensor) and sized.shape == t.shape and sized.is_floating_point():
             size = torch.fmax(size, torch.where(torch.isfinite(sized), sized.abs(), torch.zeros_like(size)))
-        return t + self.u * sign * size
+        if self.group is None:
+            return t + self.u * sign * size
+        return t + self.u * sign * size * _lattice(t.shape, *self.group[1:]).to(t.device)
+
+
+def _lattice(shape, moduli, residues) -> torch.Tensor:
+    """1.0 where an element's index is ``residues`` modulo ``moduli`` (per axis), else 0.0."""
+    mask = torch.ones((), dtype=torch.float64)
+    for d, (n, m, r) in enumerate(zip(shape, moduli, residues)):
+        axis = (torch.arange(n) % m == r).to(torch.float64)
+        mask = mask * axis.reshape([n if k == d else 1 for k in range(len(shape))])
+    return mask.expand(shape)
 
 
 def _on_absolute(func, args, kwargs):
@@ -170,19 +206,73 @@ def terms(fn: Callable, args: Sequence, u: float, base: torch.Tensor | None = No
                 return None  # one step: its rounding is the output's own, which the error model adds
             gen = torch.Generator().manual_seed(SEED)
             total = torch.zeros_like(base, dtype=torch.float64)
+            plain = plain.to(torch.float64)
             for step in range(min(counter.steps, MAX_STEPS)):
-                worst = torch.zeros_like(total)
-                for _ in range(COPIES):
-                    with _Rounding(u, step, gen):
-                        out = _first(fn(*args))
-                    if out is None or out.shape != base.shape:
-                        return None
-                    d = (out.to(torch.float64) - plain.to(torch.float64)).abs()
-                    worst = torch.maximum(worst, torch.where(torch.isfinite(d), d, torch.zeros_like(d)))
-                total = total + worst
+                # one step per index (no deeper model's steps sharing it): its footprint can be probed
+                shape = counter.shapes[step] if counter.steps <= MAX_STEPS else None
+                groups, copies = groups_of(fn, args, u, step, shape, plain)
+                squares = torch.zeros_like(total)
+                for group in groups:
+                    worst = torch.zeros_like(total)
+                    for _ in range(copies):
+                        with _Rounding(u, step, gen, group):
+                            out = _first(fn(*args))
+                        if out is None or out.shape != base.shape:
+                            return None
+                        d = (out.to(torch.float64) - plain).abs()
+                        worst = torch.maximum(worst, torch.where(torch.isfinite(d), d, torch.zeros_like(d)))
+                    squares = squares + worst * worst
+                total = total + squares.sqrt()
     except Exception:  # noqa: BLE001 - an estimate only: the caller's terms stand
         return None
     return total / u
+
+
+def groups_of(fn: Callable, args: Sequence, u: float, step: int, shape: tuple[int, ...] | None,
+              plain: torch.Tensor) -> tuple[list, int]:
+    """The groups of ``step``'s elements moved in runs of their own, and the random-sign copies
+    of each: per axis of the step's output, a modulus at least the span of the output elements
+    one of its elements reaches along that axis (probed: one element made NaN, where NaN comes out),
+    so that each output element depends on one element of each group at most (``MAX_GROUPS``
+    groups or fewer, one copy each: the signs change nothing); moduli halved until there are
+    ``PARTIAL_GROUPS`` or fewer where more are needed (COPIES copies each); the whole step
+    (``[None]``, COPIES copies) where the footprint is unknown (no probed element reaches an output
+    element, or the output's axes are not the step's)."""
+    whole = ([None], COPIES)
+    if shape is None or not shape or plain.dim() != len(shape):
+        return whole
+    gen = torch.Generator().manual_seed(SEED + step)
+    tries = [tuple(n // 2 for n in shape)] + [tuple(int(torch.randint(0, n, (1,), generator=gen)) for n in shape)
+                                             for _ in range(PROBES - 1)]
+    reached = None
+    for at in tries:
+        with _Rounding(u, step, None, ("at", at)):
+            out = _first(fn(*args))
+        if out is None or out.shape != plain.shape:
+            return whole
+        changed = torch.isnan(out) & ~torch.isnan(plain)
+        if bool(changed.any()):
+            reached = changed.nonzero()
+            break
+    if reached is None:
+        return whole
+    moduli = []
+    for d, n in enumerate(shape):
+        if n == 1:
+            moduli.append(1)
+        elif plain.shape[d] == n:  # the same axis: the span it reaches
+            moduli.append(min(n, int(reached[:, d].max() - reached[:, d].min()) + 1))
+        else:  # reduced (or resized) along it: every element of the axis may reach the same output element
+            moduli.append(n)
+    count = math.prod(moduli)
+    copies = 1
+    if count > MAX_GROUPS:
+        copies = COPIES
+        while math.prod(moduli) > PARTIAL_GROUPS:
+            d = max(range(len(moduli)), key=lambda k: moduli[k])
+            moduli[d] = (moduli[d] + 1) // 2
+    residues = itertools.product(*(range(m) for m in moduli))
+    return [("lattice", tuple(moduli), r) for r in residues], copies
 
 
 def gradient_terms(fn: Callable, args: Sequence, grad_wrt: Sequence[int], upstream: Sequence[torch.Tensor],
