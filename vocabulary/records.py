@@ -148,6 +148,7 @@ class KernelSummary(TypedDict, total=False):
     shards: int
     harness_error: str | None  # the judge's own code raised (verdict ``error``): what it said
     reused: dict  # a verdict reused from the incremental store: its key and when it was saved
+    strict: bool  # failed under --strict as a shortcut (harness.shortcut.apply_strict)
 
 
 KERNEL_SUMMARY_REQUIRED = ("op", "name", "passed", "cases", "failed")  # kernel_summary always writes them
